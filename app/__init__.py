@@ -1,0 +1,44 @@
+"""Lantern: the application factory reads as the table of contents."""
+import os
+
+from flask import Flask
+
+from app import config
+from app.core import api as core_api
+from app.core import auth, db, errors, requestlog
+
+
+def create_app(test_config=None):
+    app = Flask(__name__, instance_relative_config=True, static_folder=None)
+    app.config.from_object(config.DefaultConfig)
+    app.config.from_pyfile("config.py", silent=True)
+    app.config.from_prefixed_env(prefix="LANTERN")
+    app.config.update(test_config or {})
+    os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config["DATABASE_URL"]:
+        app.config["DATABASE_URL"] = f"sqlite:///{os.path.join(app.instance_path, 'lantern.db')}"
+
+    db.init_app(app)
+    requestlog.init_app(app)
+    auth.init_app(app)
+    api = core_api.Api(app)
+    register_blueprints(api)
+    errors.register_error_handlers(app)
+    register_commands(app)
+    return app
+
+
+def register_blueprints(api):
+    from app.orgs.views import api_keys_blp, org_limits_blp
+    from app.projects.views import legacy_blp, projects_blp
+
+    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp):
+        api.register_blueprint(blueprint)
+
+
+def register_commands(app):
+    from app.core.cli import db_cli
+    from app.orgs.cli import orgs_cli
+
+    app.cli.add_command(db_cli)
+    app.cli.add_command(orgs_cli)

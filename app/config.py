@@ -1,0 +1,45 @@
+"""Every setting, its default and why.
+
+Overridden by `instance/config.py`, then by `LANTERN_<NAME>` environment variables
+(values that parse as JSON are read as JSON: `LANTERN_DB_POOL_SIZE=40`).
+"""
+
+
+class DefaultConfig:
+    # Logging: one line per request at INFO, with its request id.
+    LOG_LEVEL = "INFO"
+
+    # Database. None means SQLite in the instance folder (`instance/lantern.db`).
+    DATABASE_URL = None
+    # WAL lets readers proceed during a write; the busy timeout absorbs short write locks.
+    SQLITE_PRAGMAS = {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 5000, "synchronous": "normal"}
+    # Postgres pool per worker process; streams hold a connection only briefly.
+    DB_POOL_SIZE = 20
+    DB_POOL_TIMEOUT_SECONDS = 10
+
+    # Organizations. A new organization may run this many browsers at once.
+    DEFAULT_ORG_MAX_CONCURRENT_SESSIONS = 10
+    # Floor for managed-auth health checks, reported in GET /org/limits.
+    MIN_HEALTH_CHECK_INTERVAL_SECONDS = 300
+
+    # API keys. How long a rotated key keeps working unless the caller says otherwise.
+    API_KEY_ROTATION_GRACE_DAYS = 7
+
+    # The deprecated /projects routes (spec part 9): served with Deprecation and
+    # Sunset headers until the sunset instant, then 410 Gone.
+    PROJECTS_ROUTES_DEPRECATED_AT = "2026-05-24T00:00:00Z"
+    PROJECTS_ROUTES_SUNSET_AT = "2026-11-24T00:00:00Z"
+
+    # OpenAPI document and interactive docs (public, no key needed).
+    API_TITLE = "Lantern"
+    API_VERSION = "0.1.0"
+    OPENAPI_VERSION = "3.0.3"
+    OPENAPI_URL_PREFIX = "/"
+    OPENAPI_JSON_PATH = "openapi.json"
+    OPENAPI_SWAGGER_UI_PATH = "docs"
+    OPENAPI_SWAGGER_UI_URL = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
+    API_SPEC_OPTIONS = {
+        "info": {"description": "Organization Management and Browser Automation API, self-hosted."},
+        "components": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearerAuth": []}],
+    }

@@ -1,0 +1,1 @@
+"""Cross-cutting pieces shared by every resource area; no resource logic here."""

@@ -1,0 +1,81 @@
+"""Bearer API key -> organization, key, acting user and project (spec part 5).
+
+Every request except the public OpenAPI document and docs is authenticated
+before routing errors are reported, so nothing is revealed to a caller without
+a live key.
+"""
+from flask import g, request
+
+from app.core import clock
+from app.core.errors import ApiError, bad_request, forbidden
+from app.orgs.models import ApiKey, Organization, hash_key
+from app.projects.models import ACTIVE, Project
+
+PUBLIC_PATHS = ("/openapi.json", "/docs")
+
+
+def unauthorized(message):
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="lantern"'})
+
+
+def project_not_found():
+    return ApiError(404, "project_not_found", "Project not found or inactive.")
+
+
+def init_app(app):
+    app.before_request(authenticate)
+
+
+def authenticate():
+    if request.path.startswith(PUBLIC_PATHS) or request.method == "OPTIONS":
+        return
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized("Missing or malformed Authorization header; expected 'Bearer <api key>'.")
+    key = (ApiKey.select(ApiKey, Organization).join(Organization)
+           .where(ApiKey.key_hash == hash_key(token)).first())
+    if key is None or key.deleted_at is not None:
+        raise unauthorized("Invalid API key.")
+    if key.expires_at is not None and key.expires_at <= clock.now():
+        raise unauthorized("This API key has expired.")
+    g.api_key, g.org = key, key.org
+    g.project = resolve_project(key)
+
+
+def resolve_project(key):
+    """The project a request acts in: headers, else the key's project, else the org default."""
+    by_id = request.headers.get("X-Kernel-Project-Id")
+    by_ref = request.headers.get("X-Kernel-Project")
+    named = []
+    if by_id:
+        named.append(Project.live(key.org_id).where(Project.id == by_id).first())
+    if by_ref:
+        named.append(_lookup_or_none(key.org_id, by_ref))
+    if any(p is None or p.status != ACTIVE for p in named):
+        raise project_not_found()
+    if len(named) == 2 and named[0].id != named[1].id:
+        raise bad_request("X-Kernel-Project-Id and X-Kernel-Project name different projects.")
+    project = named[0] if named else None
+    if key.project_id is not None:
+        if project is not None and project.id != key.project_id:
+            raise forbidden("This API key is scoped to another project.")
+        project = project or Project.live(key.org_id).where(Project.id == key.project_id).first()
+    else:
+        project = project or Project.live(key.org_id).where(Project.id == key.org.default_project_id).first()
+    if project is None or project.status != ACTIVE:
+        raise project_not_found()
+    return project
+
+
+def _lookup_or_none(org_id, id_or_name):
+    try:
+        return Project.lookup(org_id, id_or_name)
+    except ApiError:
+        return None
+
+
+def require_org_wide_key(action):
+    """Project administration is for organization-wide keys only."""
+    if g.api_key.project_id is not None:
+        raise forbidden(f"A project-scoped API key cannot {action}.")

@@ -1,0 +1,87 @@
+"""Peewee behind a proxy: SQLite by default, Postgres (psycopg 3, pooled) by URL."""
+import datetime as dt
+from contextlib import contextmanager
+from urllib.parse import urlparse
+
+from peewee import DatabaseProxy, DateTimeField, Model, SqliteDatabase
+from playhouse.db_url import parse as parse_url
+from playhouse.postgres_ext import PooledPsycopg3Database
+
+db = DatabaseProxy()
+
+
+class BaseModel(Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class UtcDateTimeField(DateTimeField):
+    """Naive UTC in the database on both backends; aware values are converted on the way in."""
+
+    def db_value(self, value):
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return super().db_value(value)
+
+
+@contextmanager
+def exclusive(row):
+    """A transaction that holds `row` against every other `exclusive(row)` caller.
+
+    For check-then-write rules (the last active project, concurrency caps): Postgres
+    locks the row with SELECT ... FOR UPDATE; SQLite takes the write lock at BEGIN
+    (IMMEDIATE), which serializes all writers. Nested inside another transaction it
+    is a savepoint and relies on the outer transaction's lock.
+    """
+    database = db.obj
+    if isinstance(database, SqliteDatabase):
+        with database.atomic("IMMEDIATE") as txn:
+            yield txn
+        return
+    with database.atomic() as txn:
+        model = type(row)
+        model.select(model._meta.primary_key).where(model._meta.primary_key == row.get_id()).for_update().execute()
+        yield txn
+
+
+def open_database(url, *, sqlite_pragmas=None, pool_size=20, pool_timeout=10):
+    """Build (not connect) the database an URL names.
+
+    `postgresql://` and `postgres://` use psycopg 3, which cooperates with gevent
+    without psycogreen; connections come from a pool so per-request connect and
+    close are cheap.
+    """
+    scheme = urlparse(url).scheme
+    if scheme == "sqlite":
+        path = parse_url(url)["database"]
+        return SqliteDatabase(path, pragmas=sqlite_pragmas or {}, autoconnect=False)
+    if scheme in ("postgres", "postgresql"):
+        params = parse_url(url)
+        database = params.pop("database")
+        return PooledPsycopg3Database(
+            database, max_connections=pool_size, timeout=pool_timeout,
+            stale_timeout=300, autoconnect=False, **params,
+        )
+    raise ValueError(f"unsupported database URL scheme {scheme!r}: use sqlite:/// or postgresql://")
+
+
+def init_app(app):
+    database = open_database(
+        app.config["DATABASE_URL"],
+        sqlite_pragmas=app.config["SQLITE_PRAGMAS"],
+        pool_size=app.config["DB_POOL_SIZE"],
+        pool_timeout=app.config["DB_POOL_TIMEOUT_SECONDS"],
+    )
+    db.initialize(database)
+    app.extensions["database"] = database
+
+    @app.before_request
+    def open_connection():
+        db.connect(reuse_if_open=True)
+
+    @app.teardown_request
+    def close_connection(exc):
+        # Runs twice for streamed responses (Flask pushes the context again).
+        if not db.is_closed():
+            db.close()

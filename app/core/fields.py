@@ -1,0 +1,25 @@
+"""Marshmallow fields shared by every area."""
+import marshmallow as ma
+
+from app.core import clock
+
+
+class UtcDateTime(ma.fields.DateTime):
+    """RFC 3339 with `Z` out; any offset in, stored as naive UTC."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return None if value is None else clock.isoformat(value)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        return clock.to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+
+
+class Name(ma.fields.String):
+    """A trimmed, non-empty name of at most 255 characters."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("validate", ma.validate.Length(1, 255))
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        return super()._deserialize(value, attr, data, **kwargs).strip()

@@ -1,0 +1,35 @@
+"""Offset paging for every list: a JSON array plus X-Has-More and X-Next-Offset."""
+import marshmallow as ma
+from flask import after_this_request
+
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+
+PAGE_HEADERS = {
+    "X-Has-More": {"description": "true when another page follows", "schema": {"type": "string", "enum": ["true", "false"]}},
+    "X-Next-Offset": {"description": "offset of the next page; 0 on the last page", "schema": {"type": "integer"}},
+}
+
+
+class PageArgsSchema(ma.Schema):
+    """Mixed into each list's query schema."""
+
+    limit = ma.fields.Integer(load_default=DEFAULT_LIMIT, validate=ma.validate.Range(1, MAX_LIMIT),
+                              metadata={"description": f"items per page, 1..{MAX_LIMIT}"})
+    offset = ma.fields.Integer(load_default=0, validate=ma.validate.Range(min=0),
+                               metadata={"description": "items to skip"})
+
+
+def page(query, args):
+    """One page of `query` (which must be ordered), announcing the next offset in headers."""
+    limit, offset = args["limit"], args["offset"]
+    rows = list(query.limit(limit + 1).offset(offset))
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+
+    @after_this_request
+    def add_page_headers(response):
+        response.headers["X-Has-More"] = "true" if has_more else "false"
+        response.headers["X-Next-Offset"] = str(offset + len(rows) if has_more else 0)
+        return response
+
+    return rows

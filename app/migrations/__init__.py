@@ -1,0 +1,5 @@
+"""Schema migrations, applied in order by `flask --app app db upgrade`.
+
+Each module declares the tables as they were at that version (frozen copies),
+never imports the live models, so old migrations keep working when models grow.
+"""

@@ -1,0 +1,1 @@
+"""Organizations, their users, API keys and organization limits."""

@@ -1,0 +1,168 @@
+"""Organization, its users and API keys."""
+import hashlib
+import secrets
+from datetime import timedelta
+
+from peewee import JOIN, CharField, DeferredForeignKey, ForeignKeyField, IntegerField
+
+from app.core import clock
+from app.core.db import BaseModel, UtcDateTimeField
+from app.core.errors import bad_request, conflict
+from app.core.ids import new_id
+from app.core.text import fold
+from app.projects.resources import active_resource_counter
+
+KEY_PREFIX = "sk_"
+
+
+def hash_key(plaintext):
+    """Keys carry 256 random bits, so a plain SHA-256 is enough to store them."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+class Organization(BaseModel):
+    id = CharField(primary_key=True, default=new_id)
+    name = CharField()
+    # The concurrency limit: browsers running at once across sessions and pool reservations.
+    max_concurrent_sessions = IntegerField(null=True)
+    # Cap for projects without their own max_concurrent_sessions.
+    default_project_max_concurrent_sessions = IntegerField(null=True)
+    # Not a foreign key: projects reference the organization, and the default moves
+    # to another active project when this one is deleted or archived.
+    default_project_id = CharField(null=True)
+    created_at = UtcDateTimeField(default=clock.now)
+
+    def set_default_project_cap(self, value):
+        """0 or None removes the default; it may not exceed the organization's limit."""
+        value = value or None
+        if value is not None and self.max_concurrent_sessions is not None and value > self.max_concurrent_sessions:
+            raise bad_request(
+                f"default_project_max_concurrent_sessions ({value}) may not exceed the organization's "
+                f"concurrency limit ({self.max_concurrent_sessions}).",
+                field="default_project_max_concurrent_sessions",
+            )
+        self.default_project_max_concurrent_sessions = value
+        self.save()
+
+
+class User(BaseModel):
+    id = CharField(primary_key=True, default=new_id)
+    org = ForeignKeyField(Organization, backref="users", on_delete="CASCADE")
+    email = CharField()
+    name = CharField(null=True)
+    created_at = UtcDateTimeField(default=clock.now)
+
+
+class ApiKey(BaseModel):
+    """A bearer credential. Only its SHA-256 and a masked form are stored."""
+
+    id = CharField(primary_key=True, default=new_id)
+    org = ForeignKeyField(Organization, backref="api_keys", on_delete="CASCADE")
+    # None: an organization-wide key. Otherwise the key can act only in this project.
+    project = DeferredForeignKey("Project", null=True, backref="api_keys")
+    name = CharField()
+    name_key = CharField()
+    key_hash = CharField(unique=True)
+    masked_key = CharField()
+    created_by = ForeignKeyField(User, backref="api_keys")
+    created_at = UtcDateTimeField(default=clock.now)
+    expires_at = UtcDateTimeField(null=True)
+    deleted_at = UtcDateTimeField(null=True)
+    # The lifetime the key was issued with, reused by rotation when none is given.
+    lifetime_seconds = IntegerField(null=True)
+
+    @classmethod
+    def issue(cls, *, org, name, created_by, project=None, expires_at=None):
+        """Create a key; returns it with its plaintext, which is never stored."""
+        plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
+        now = clock.now()
+        key = cls.create(
+            org=org, project=project, name=name, name_key=fold(name),
+            key_hash=hash_key(plaintext), masked_key=f"{KEY_PREFIX}...{plaintext[-4:]}",
+            created_by=created_by, created_at=now, expires_at=expires_at,
+            lifetime_seconds=int((expires_at - now).total_seconds()) if expires_at else None,
+        )
+        key.plaintext = plaintext
+        return key
+
+    @classmethod
+    def listing(cls, org, *, project_id=None, status="active", name=None, query=None,
+                sort_by="created_at", sort_direction="desc"):
+        """Keys of `org` (only `project_id`'s when given), filtered and ordered for paging."""
+        from app.projects.models import Project
+
+        keys = (cls.select(cls, User, Project)
+                .join(User, on=(cls.created_by == User.id))
+                .switch(cls).join(Project, JOIN.LEFT_OUTER, on=(cls.project == Project.id))
+                .where(cls.org == org))
+        if project_id is not None:
+            keys = keys.where(cls.project == project_id)
+        if status == "active":
+            keys = keys.where(cls.deleted_at.is_null())
+        elif status == "deleted":
+            keys = keys.where(cls.deleted_at.is_null(False))
+        if name is not None:
+            keys = keys.where(cls.name_key == fold(name))
+        if query:
+            folded = fold(query)
+            keys = keys.where(
+                cls.name_key.contains(folded) | User.email.contains(query) | User.name.contains(query)
+                | Project.name_key.contains(folded) | (cls.id == query) | cls.masked_key.startswith(query)
+            )
+        column = getattr(cls, sort_by)
+        order = column.asc(nulls="LAST") if sort_direction == "asc" else column.desc(nulls="LAST")
+        return keys.order_by(order, cls.id)
+
+    @property
+    def is_expired(self):
+        return self.expires_at is not None and self.expires_at <= clock.now()
+
+    @property
+    def project_name(self):
+        return self.project.name if self.project_id else None
+
+    def rename(self, name):
+        self.name, self.name_key = name, fold(name)
+        self.save()
+
+    def rotate(self, *, created_by, days_to_expire=None, expire_in_days):
+        """Issue the successor (same name and project); this key expires after the grace period.
+
+        `days_to_expire` None reuses this key's original lifetime (or none).
+        """
+        if self.deleted_at is not None:
+            raise conflict("api_key_deleted", "A deleted API key cannot be rotated.")
+        if self.is_expired:
+            raise conflict("api_key_expired", "An expired API key cannot be rotated.")
+        now = clock.now()
+        if days_to_expire is not None:
+            expires_at = now + timedelta(days=days_to_expire)
+        elif self.lifetime_seconds is not None:
+            expires_at = now + timedelta(seconds=self.lifetime_seconds)
+        else:
+            expires_at = None
+        grace_ends = now + timedelta(days=expire_in_days)
+        successor = ApiKey.issue(
+            org=self.org_id, name=self.name, created_by=created_by,
+            project=self.project_id, expires_at=expires_at,
+        )
+        if self.expires_at is None or grace_ends < self.expires_at:
+            self.expires_at = grace_ends
+            self.save()
+        return successor
+
+    def soft_delete(self, *, acting_key):
+        if self.id == acting_key.id:
+            raise conflict("cannot_delete_current_key",
+                           "An API key cannot delete itself; use another key.")
+        self.deleted_at = clock.now()
+        self.save()
+
+
+@active_resource_counter("api_keys")
+def live_project_keys(project):
+    now = clock.now()
+    return (ApiKey.select()
+            .where((ApiKey.project == project.id) & ApiKey.deleted_at.is_null()
+                   & (ApiKey.expires_at.is_null() | (ApiKey.expires_at > now)))
+            .count())

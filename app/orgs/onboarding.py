@@ -1,0 +1,23 @@
+"""Creating an organization with everything it needs to be used at once."""
+from flask import current_app
+
+from app.core.db import db
+from app.orgs.models import ApiKey, Organization, User
+from app.projects.models import Project
+
+DEFAULT_PROJECT_NAME = "Default"
+
+
+def create_organization(name, owner_email, owner_name=None):
+    """Organization + default project + owner + first API key, all or nothing.
+
+    Returns the key, whose `plaintext` is available only on this object.
+    """
+    with db.atomic():
+        org = Organization.create(
+            name=name, max_concurrent_sessions=current_app.config["DEFAULT_ORG_MAX_CONCURRENT_SESSIONS"])
+        project = Project.create_in(org, DEFAULT_PROJECT_NAME)
+        org.default_project_id = project.id
+        org.save()
+        owner = User.create(org=org, email=owner_email, name=owner_name)
+        return ApiKey.issue(org=org, name=f"{owner_email} (first key)", created_by=owner)

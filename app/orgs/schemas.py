@@ -1,0 +1,91 @@
+"""Request and response shapes of API keys and organization limits (contract 6.1, 6.2)."""
+import marshmallow as ma
+from marshmallow import validate
+
+from app.core import clock
+from app.core.fields import Name, UtcDateTime
+from app.core.paging import PageArgsSchema
+
+
+class CreatedBySchema(ma.Schema):
+    id = ma.fields.String()
+    email = ma.fields.String()
+    name = ma.fields.String(allow_none=True)
+
+
+class ApiKeySchema(ma.Schema):
+    id = ma.fields.String()
+    name = ma.fields.String()
+    created_at = UtcDateTime()
+    created_by = ma.fields.Nested(CreatedBySchema)
+    masked_key = ma.fields.String()
+    expires_at = UtcDateTime(allow_none=True)
+    deleted_at = UtcDateTime(allow_none=True)
+    project_id = ma.fields.String(allow_none=True)
+    project_name = ma.fields.String(allow_none=True)
+
+
+class CreatedApiKeySchema(ApiKeySchema):
+    key = ma.fields.String(attribute="plaintext", metadata={"description": "the plaintext key, shown once"})
+
+
+class ApiKeyCreateSchema(ma.Schema):
+    name = Name(required=True)
+    days_to_expire = ma.fields.Integer(allow_none=True, validate=validate.Range(1, 3650))
+    expires_at = UtcDateTime(allow_none=True)
+    project_id = ma.fields.String(allow_none=True, validate=validate.Length(min=1))
+
+    @ma.validates_schema
+    def one_expiry(self, data, **kwargs):
+        if data.get("days_to_expire") is not None and data.get("expires_at") is not None:
+            raise ma.ValidationError("Give days_to_expire or expires_at, not both.", "expires_at")
+        if data.get("expires_at") is not None and data["expires_at"] <= clock.now():
+            raise ma.ValidationError("expires_at must be in the future.", "expires_at")
+
+
+class ApiKeyUpdateSchema(ma.Schema):
+    name = Name(required=True)
+
+
+class ApiKeyRotateSchema(ma.Schema):
+    days_to_expire = ma.fields.Integer(allow_none=True, validate=validate.Range(1, 3650))
+    expire_in_days = ma.fields.Integer(allow_none=True, validate=validate.Range(0, 3650),
+                                       metadata={"description": "grace period of the old key (default 7)"})
+
+    @ma.validates_schema
+    def successor_outlives_grace(self, data, **kwargs):
+        days, grace = data.get("days_to_expire"), data.get("expire_in_days")
+        if days is not None and grace is not None and days < grace:
+            raise ma.ValidationError("days_to_expire may not be shorter than expire_in_days.", "days_to_expire")
+
+
+class ApiKeyListArgsSchema(PageArgsSchema):
+    name = ma.fields.String(metadata={"description": "exact name, case- and accent-insensitive"})
+    query = ma.fields.String(metadata={"description": "substring of name, creator or project; exact id or masked key"})
+    status = ma.fields.String(load_default="active", validate=validate.OneOf(["active", "deleted", "all"]))
+    include_deleted = ma.fields.Boolean(metadata={"description": "deprecated alias of status=all"})
+    sort_by = ma.fields.String(load_default="created_at", validate=validate.OneOf(["created_at", "name", "expires_at"]))
+    sort_direction = ma.fields.String(load_default="desc", validate=validate.OneOf(["asc", "desc"]))
+
+
+class ApiKeyGetArgsSchema(ma.Schema):
+    include_deleted = ma.fields.Boolean(load_default=False)
+
+
+class OrgLimitsSchema(ma.Schema):
+    max_concurrent_sessions = ma.fields.Integer(allow_none=True, metadata={"description": "the organization's concurrency limit"})
+    default_project_max_concurrent_sessions = ma.fields.Integer(allow_none=True)
+    concurrent_sessions_used = ma.fields.Integer(allow_none=True)
+    concurrent_sessions_available = ma.fields.Integer(allow_none=True)
+    auth_connections_used = ma.fields.Integer()
+    max_auth_connections = ma.fields.Integer(allow_none=True)
+    vaults_used = ma.fields.Integer()
+    max_vaults = ma.fields.Integer(allow_none=True)
+    min_health_check_interval_seconds = ma.fields.Integer()
+
+
+class OrgLimitsUpdateSchema(ma.Schema):
+    default_project_max_concurrent_sessions = ma.fields.Integer(
+        allow_none=True, validate=validate.Range(min=0),
+        metadata={"description": "0 or null removes the default; may not exceed the organization limit"},
+    )

@@ -1,0 +1,1 @@
+"""Projects of an organization, their limits, and the deprecated /projects routes."""

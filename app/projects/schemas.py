@@ -1,0 +1,54 @@
+"""Request and response shapes of projects and project limits (contract 6.2)."""
+import marshmallow as ma
+from marshmallow import validate
+
+from app.core.fields import Name, UtcDateTime
+from app.core.paging import PageArgsSchema
+from app.projects.models import ACTIVE, ARCHIVED
+
+
+def no_slash_or_percent(name):
+    if "/" in name or "%" in name:
+        raise ma.ValidationError("A project name may not contain '/' or '%'.")
+
+
+class ProjectSchema(ma.Schema):
+    id = ma.fields.String()
+    name = ma.fields.String()
+    status = ma.fields.String(metadata={"enum": [ACTIVE, ARCHIVED]})
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+
+
+class ProjectCreateSchema(ma.Schema):
+    name = Name(required=True, validate=[validate.Length(1, 255), no_slash_or_percent])
+
+
+class ProjectUpdateSchema(ma.Schema):
+    name = Name(validate=[validate.Length(1, 255), no_slash_or_percent])
+    status = ma.fields.String(validate=validate.OneOf([ACTIVE, ARCHIVED]))
+
+
+class ProjectListArgsSchema(PageArgsSchema):
+    name = ma.fields.String(metadata={"description": "exact name, case- and accent-insensitive"})
+    query = ma.fields.String(metadata={"description": "case-insensitive substring of the name"})
+
+
+class ProjectLimitsSchema(ma.Schema):
+    max_concurrent_sessions = ma.fields.Integer(allow_none=True)
+    max_concurrent_invocations = ma.fields.Integer(allow_none=True)
+    max_pooled_sessions = ma.fields.Integer(allow_none=True, metadata={"description": "deprecated; always null"})
+
+
+def must_be_null(value):
+    if value is not None:
+        raise ma.ValidationError("max_pooled_sessions is deprecated and can no longer be set.")
+
+
+class ProjectLimitsUpdateSchema(ma.Schema):
+    max_concurrent_sessions = ma.fields.Integer(allow_none=True, validate=validate.Range(min=0),
+                                                metadata={"description": "0 or null removes the cap"})
+    max_concurrent_invocations = ma.fields.Integer(allow_none=True, validate=validate.Range(min=0),
+                                                   metadata={"description": "0 or null removes the cap"})
+    max_pooled_sessions = ma.fields.Integer(allow_none=True, validate=must_be_null,
+                                            metadata={"description": "deprecated: any value but null is refused"})

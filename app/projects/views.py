@@ -1,0 +1,103 @@
+"""Projects (/org/projects) and the deprecated /projects routes."""
+from flask import g
+from flask.views import MethodView
+
+from app.core.api import Blueprint
+from app.core.auth import require_org_wide_key
+from app.core.deprecation import sunset_route
+from app.core.errors import not_found
+from app.core.paging import PAGE_HEADERS, page
+from app.core.text import fold
+from app.projects import schemas
+from app.projects.models import Project
+
+projects_blp = Blueprint("projects", __name__, url_prefix="/org/projects",
+                         description="Projects of the organization and their limits.")
+legacy_blp = Blueprint("projects_deprecated", __name__, url_prefix="/projects",
+                       description="Deprecated project routes; removed at the sunset (then 410).")
+
+
+def visible_project(project_ref):
+    """A live project by id or name; a project-scoped key sees only its own."""
+    project = Project.lookup(g.org.id, project_ref)
+    if g.api_key.project_id not in (None, project.id):
+        raise not_found(f"Project {project_ref!r} not found.", code="project_not_found")
+    return project
+
+
+@projects_blp.route("")
+class Projects(MethodView):
+    @projects_blp.arguments(schemas.ProjectListArgsSchema, location="query")
+    @projects_blp.response(200, schemas.ProjectSchema(many=True), headers=PAGE_HEADERS)
+    def get(self, args):
+        """List projects"""
+        projects = Project.live(g.org.id)
+        if g.api_key.project_id is not None:
+            projects = projects.where(Project.id == g.api_key.project_id)
+        if args.get("name") is not None:
+            projects = projects.where(Project.name_key == fold(args["name"]))
+        if args.get("query"):
+            projects = projects.where(Project.name_key.contains(fold(args["query"])))
+        return page(projects.order_by(Project.created_at, Project.id), args)
+
+    @projects_blp.arguments(schemas.ProjectCreateSchema)
+    @projects_blp.response(201, schemas.ProjectSchema)
+    def post(self, args):
+        """Create a project"""
+        require_org_wide_key("create projects")
+        return Project.create_in(g.org.id, args["name"])
+
+
+@projects_blp.route("/<project_ref>")
+class ProjectById(MethodView):
+    @projects_blp.response(200, schemas.ProjectSchema)
+    def get(self, project_ref):
+        """Get a project by id or name"""
+        return visible_project(project_ref)
+
+    @projects_blp.arguments(schemas.ProjectUpdateSchema)
+    @projects_blp.response(200, schemas.ProjectSchema)
+    def patch(self, args, project_ref):
+        """Rename, archive or reactivate a project"""
+        require_org_wide_key("change projects")
+        project = visible_project(project_ref)
+        project.update_fields(**args)
+        return project
+
+    @projects_blp.response(204)
+    def delete(self, project_ref):
+        """Delete an empty project (soft delete)"""
+        require_org_wide_key("delete projects")
+        visible_project(project_ref).soft_delete()
+
+
+@projects_blp.route("/<project_ref>/limits")
+class ProjectLimits(MethodView):
+    @projects_blp.response(200, schemas.ProjectLimitsSchema)
+    def get(self, project_ref):
+        """Get a project's concurrency caps"""
+        return visible_project(project_ref)
+
+    @projects_blp.arguments(schemas.ProjectLimitsUpdateSchema)
+    @projects_blp.response(200, schemas.ProjectLimitsSchema)
+    def patch(self, args, project_ref):
+        """Change a project's caps: only present fields change, 0 or null removes a cap"""
+        require_org_wide_key("change project limits")
+        project = visible_project(project_ref)
+        project.update_limits(args)
+        return project
+
+
+def deprecated(view):
+    return legacy_blp.doc(deprecated=True)(sunset_route("PROJECTS_ROUTES")(view))
+
+
+@legacy_blp.route("")
+class LegacyProjects(MethodView):
+    get = deprecated(Projects.get)
+    post = deprecated(Projects.post)
+
+
+@legacy_blp.route("/<project_ref>/limits")
+class LegacyProjectLimits(MethodView):
+    get = deprecated(ProjectLimits.get)

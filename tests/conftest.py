@@ -1,0 +1,87 @@
+"""Fixtures: an app on a clean database (SQLite, or Postgres with TEST_DATABASE_URL)."""
+import os
+
+import pytest
+
+from app import create_app
+from app.core import clock, migrations
+from app.core.db import db, open_database
+from app.orgs.onboarding import create_organization
+
+POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory):
+    """A migrated database for the whole run; each test starts from empty tables."""
+    if POSTGRES_URL:
+        database = open_database(POSTGRES_URL, pool_size=2)
+        with database.connection_context():
+            database.execute_sql("DROP SCHEMA public CASCADE")
+            database.execute_sql("CREATE SCHEMA public")
+        url = POSTGRES_URL
+    else:
+        database = open_database(f"sqlite:///{tmp_path_factory.mktemp('db') / 'lantern.db'}",
+                                 sqlite_pragmas={"journal_mode": "wal"})
+        url = f"sqlite:///{database.database}"
+    migrations.upgrade(database)
+    database.close_all() if hasattr(database, "close_all") else database.close()
+    return url
+
+
+def empty_all_tables(database):
+    with database.connection_context():
+        tables = [t for t in database.get_tables() if t != "schema_version"]
+        if not tables:
+            return
+        if POSTGRES_URL:
+            database.execute_sql("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE")
+        else:
+            database.execute_sql("PRAGMA foreign_keys = OFF")
+            for table in tables:
+                database.execute_sql(f'DELETE FROM "{table}"')
+            database.execute_sql("PRAGMA foreign_keys = ON")
+
+
+@pytest.fixture
+def app(database_url, tmp_path):
+    app = create_app({"TESTING": True, "DATABASE_URL": database_url})
+    database = app.extensions["database"]
+    empty_all_tables(database)
+    yield app
+    clock.unfreeze()
+    if hasattr(database, "close_all"):
+        database.close_all()
+
+
+@pytest.fixture
+def make_org(app):
+    """make_org(name) -> the first API key (its `.plaintext` authenticates)."""
+    def make(name="Acme", owner_email="owner@acme.test"):
+        with app.app_context(), db.connection_context():
+            return create_organization(name, owner_email, owner_name="Owner")
+    return make
+
+
+@pytest.fixture
+def owner_key(make_org):
+    return make_org()
+
+
+def client_for(app, plaintext, **headers):
+    client = app.test_client()
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {plaintext}"
+    for name, value in headers.items():
+        client.environ_base["HTTP_" + name.upper().replace("-", "_")] = value
+    return client
+
+
+@pytest.fixture
+def client(app, owner_key):
+    """A test client authenticated with the owner's organization-wide key."""
+    return client_for(app, owner_key.plaintext)
+
+
+@pytest.fixture
+def anonymous(app):
+    return app.test_client()
