@@ -109,7 +109,8 @@ class ApiKey(BaseModel):
                 cls.name_key.contains(folded) | User.email.contains(query) | User.name.contains(query)
                 | Project.name_key.contains(folded) | (cls.id == query) | cls.masked_key.startswith(query)
             )
-        column = getattr(cls, sort_by)
+        # Names sort as people read them: case and accents do not reorder.
+        column = cls.name_key if sort_by == "name" else getattr(cls, sort_by)
         order = column.asc(nulls="LAST") if sort_direction == "asc" else column.desc(nulls="LAST")
         return keys.order_by(order, cls.id)
 
