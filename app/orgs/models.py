@@ -1,6 +1,7 @@
 """Organization, its users and API keys."""
 import hashlib
 import secrets
+import string
 from datetime import timedelta
 
 from peewee import JOIN, CharField, DeferredForeignKey, ForeignKeyField, IntegerField
@@ -13,10 +14,13 @@ from app.core.text import fold
 from app.projects.resources import active_resource_counter
 
 KEY_PREFIX = "sk_"
+# Letters and digits only, so a key never starts with "-" or breaks a shell word.
+KEY_ALPHABET = string.ascii_letters + string.digits
+KEY_LENGTH = 43  # about 256 bits
 
 
 def hash_key(plaintext):
-    """Keys carry 256 random bits, so a plain SHA-256 is enough to store them."""
+    """Keys carry about 256 random bits, so a plain SHA-256 is enough to store them."""
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
@@ -74,7 +78,7 @@ class ApiKey(BaseModel):
     @classmethod
     def issue(cls, *, org, name, created_by, project=None, expires_at=None):
         """Create a key; returns it with its plaintext, which is never stored."""
-        plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
+        plaintext = KEY_PREFIX + "".join(secrets.choice(KEY_ALPHABET) for _ in range(KEY_LENGTH))
         now = clock.now()
         key = cls.create(
             org=org, project=project, name=name, name_key=fold(name),

@@ -148,3 +148,28 @@ def test_project_scoped_keys_cannot_administer_projects(app, client):
     assert scoped.patch(f"/org/projects/{project['id']}", json={"name": "y"}).status_code == 403
     assert scoped.delete(f"/org/projects/{other['id']}").status_code == 403
     assert scoped.patch(f"/org/projects/{project['id']}/limits", json={"max_concurrent_sessions": 1}).status_code == 403
+
+
+def test_concurrent_deletes_never_remove_the_last_active_project(app, owner_key, client):
+    import threading
+
+    for round_ in range(3):
+        projects = [create(client, f"race{round_}-{i}") for i in range(3)]
+        for p in client.get("/org/projects").get_json():
+            if p["id"] not in {x["id"] for x in projects}:
+                assert client.delete(f"/org/projects/{p['id']}").status_code == 204
+        barrier = threading.Barrier(len(projects))
+        statuses = []
+
+        def delete(project_id):
+            own_client = client_for(app, owner_key.plaintext)
+            barrier.wait()
+            statuses.append(own_client.delete(f"/org/projects/{project_id}").status_code)
+
+        threads = [threading.Thread(target=delete, args=(p["id"],)) for p in projects]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [204, 204, 409]
+        assert len(client.get("/org/projects").get_json()) == 1
