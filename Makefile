@@ -25,7 +25,7 @@ run: install
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
 	$(BIN)/gunicorn --worker-class gevent --workers $(WORKERS) \
-		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) wsgi:app
+		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -34,7 +34,7 @@ test-postgres: install
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest $(PYTEST_ARGS)
 
 bench: install
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -23,3 +23,10 @@ class Name(ma.fields.String):
 
     def _deserialize(self, value, attr, data, **kwargs):
         return super()._deserialize(value, attr, data, **kwargs).strip()
+
+
+class JsonInteger(ma.fields.Integer):
+    """An integer in a JSON body: 2.5 and "3" are refused, never rounded or parsed."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)

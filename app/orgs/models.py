@@ -76,8 +76,14 @@ class ApiKey(BaseModel):
     lifetime_seconds = IntegerField(null=True)
 
     @classmethod
-    def issue(cls, *, org, name, created_by, project=None, expires_at=None):
-        """Create a key; returns it with its plaintext, which is never stored."""
+    def issue(cls, *, org, name, created_by, project=None, expires_at=None, not_after=None):
+        """Create a key; returns it with its plaintext, which is never stored.
+
+        `not_after` caps the expiry, so a key cannot mint one that outlives its own authority.
+        """
+        if not_after is not None and (expires_at is None or expires_at > not_after):
+            raise bad_request(f"The new key may not expire after {clock.isoformat(not_after)}, "
+                              "when the key that issues it expires.", field="expires_at")
         plaintext = KEY_PREFIX + "".join(secrets.choice(KEY_ALPHABET) for _ in range(KEY_LENGTH))
         now = clock.now()
         key = cls.create(
@@ -130,10 +136,12 @@ class ApiKey(BaseModel):
         self.name, self.name_key = name, fold(name)
         self.save()
 
-    def rotate(self, *, created_by, days_to_expire=None, expire_in_days):
+    def rotate(self, *, acting_key, days_to_expire=None, expire_in_days):
         """Issue the successor (same name and project); this key expires after the grace period.
 
-        `days_to_expire` None reuses this key's original lifetime (or none).
+        `days_to_expire` None reuses this key's original lifetime (or none). A key
+        rotating itself may renew that lifetime but not lengthen it; a key rotating
+        another may not mint a successor that outlives itself (as with create).
         """
         if self.deleted_at is not None:
             raise conflict("api_key_deleted", "A deleted API key cannot be rotated.")
@@ -146,10 +154,16 @@ class ApiKey(BaseModel):
             expires_at = now + timedelta(seconds=self.lifetime_seconds)
         else:
             expires_at = None
+        if acting_key.id != self.id:
+            not_after = acting_key.expires_at
+        elif self.lifetime_seconds is not None:
+            not_after = now + timedelta(seconds=self.lifetime_seconds)
+        else:
+            not_after = None
         grace_ends = now + timedelta(days=expire_in_days)
         successor = ApiKey.issue(
-            org=self.org_id, name=self.name, created_by=created_by,
-            project=self.project_id, expires_at=expires_at,
+            org=self.org_id, name=self.name, created_by=acting_key.created_by_id,
+            project=self.project_id, expires_at=expires_at, not_after=not_after,
         )
         if self.expires_at is None or grace_ends < self.expires_at:
             self.expires_at = grace_ends

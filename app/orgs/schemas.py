@@ -3,7 +3,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from app.core import clock
-from app.core.fields import Name, UtcDateTime
+from app.core.fields import JsonInteger, Name, UtcDateTime
 from app.core.paging import PageArgsSchema
 
 
@@ -29,11 +29,19 @@ class CreatedApiKeySchema(ApiKeySchema):
     key = ma.fields.String(attribute="plaintext", metadata={"description": "the plaintext key, shown once"})
 
 
+def refuse_policy(value):
+    raise ma.ValidationError("API key policies are not supported by this server; create the key without "
+                             "a policy (use a project-scoped key to limit what it can reach).")
+
+
 class ApiKeyCreateSchema(ma.Schema):
     name = Name(required=True)
-    days_to_expire = ma.fields.Integer(allow_none=True, validate=validate.Range(1, 3650))
+    days_to_expire = JsonInteger(allow_none=True, validate=validate.Range(1, 3650))
     expires_at = UtcDateTime(allow_none=True)
     project_id = ma.fields.String(allow_none=True, validate=validate.Length(min=1))
+    policy = ma.fields.Raw(validate=refuse_policy,
+                           metadata={"description": "not supported: Lantern does not enforce key policies, so any "
+                                                    "policy is refused with 400"})
 
     @ma.validates_schema
     def one_expiry(self, data, **kwargs):
@@ -48,8 +56,8 @@ class ApiKeyUpdateSchema(ma.Schema):
 
 
 class ApiKeyRotateSchema(ma.Schema):
-    days_to_expire = ma.fields.Integer(allow_none=True, validate=validate.Range(1, 3650))
-    expire_in_days = ma.fields.Integer(allow_none=True, validate=validate.Range(0, 3650),
+    days_to_expire = JsonInteger(allow_none=True, validate=validate.Range(1, 3650))
+    expire_in_days = JsonInteger(allow_none=True, validate=validate.Range(0, 3650),
                                        metadata={"description": "grace period of the old key (default 7)"})
 
     @ma.validates_schema
@@ -85,7 +93,7 @@ class OrgLimitsSchema(ma.Schema):
 
 
 class OrgLimitsUpdateSchema(ma.Schema):
-    default_project_max_concurrent_sessions = ma.fields.Integer(
+    default_project_max_concurrent_sessions = JsonInteger(
         allow_none=True, validate=validate.Range(min=0),
         metadata={"description": "0 or null removes the default; may not exceed the organization limit"},
     )

@@ -29,14 +29,9 @@ def visible_key(key_id, include_deleted=False):
 
 
 def key_expiry(args):
-    """The expiry a new key asks for, never later than the calling key's own."""
-    expires_at = args.get("expires_at")
     if args.get("days_to_expire") is not None:
-        expires_at = clock.now() + timedelta(days=args["days_to_expire"])
-    own = g.api_key.expires_at
-    if own is not None and (expires_at is None or expires_at > own):
-        raise bad_request("A new key may not outlive the key that creates it.", field="expires_at")
-    return expires_at
+        return clock.now() + timedelta(days=args["days_to_expire"])
+    return args.get("expires_at")
 
 
 def key_project(project_id):
@@ -70,7 +65,8 @@ class ApiKeys(MethodView):
     def post(self, args):
         """Create an API key; the response shows its plaintext once"""
         return ApiKey.issue(org=g.org.id, name=args["name"], created_by=g.api_key.created_by,
-                            project=key_project(args.get("project_id")), expires_at=key_expiry(args))
+                            project=key_project(args.get("project_id")), expires_at=key_expiry(args),
+                            not_after=g.api_key.expires_at)
 
 
 @api_keys_blp.route("/<key_id>")
@@ -103,7 +99,7 @@ class ApiKeyRotation(MethodView):
         """Rotate an API key: issue its successor; the old key expires after a grace period"""
         grace = args.get("expire_in_days")
         return visible_key(key_id, include_deleted=True).rotate(
-            created_by=g.api_key.created_by,
+            acting_key=g.api_key,
             days_to_expire=args.get("days_to_expire"),
             expire_in_days=current_app.config["API_KEY_ROTATION_GRACE_DAYS"] if grace is None else grace,
         )

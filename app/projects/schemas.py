@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import Name, UtcDateTime
+from app.core.fields import JsonInteger, Name, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.projects.models import ACTIVE, ARCHIVED
 
@@ -46,9 +46,9 @@ def must_be_null(value):
 
 
 class ProjectLimitsUpdateSchema(ma.Schema):
-    max_concurrent_sessions = ma.fields.Integer(allow_none=True, validate=validate.Range(min=0),
+    max_concurrent_sessions = JsonInteger(allow_none=True, validate=validate.Range(min=0),
                                                 metadata={"description": "0 or null removes the cap"})
-    max_concurrent_invocations = ma.fields.Integer(allow_none=True, validate=validate.Range(min=0),
+    max_concurrent_invocations = JsonInteger(allow_none=True, validate=validate.Range(min=0),
                                                    metadata={"description": "0 or null removes the cap"})
-    max_pooled_sessions = ma.fields.Integer(allow_none=True, validate=must_be_null,
+    max_pooled_sessions = JsonInteger(allow_none=True, validate=must_be_null,
                                             metadata={"description": "deprecated: any value but null is refused"})

@@ -204,3 +204,38 @@ def test_rotated_key_records_the_rotating_user(client):
     key = create_key(client)
     new = client.post(f"/org/api_keys/{key['id']}/rotate", json={}).get_json()
     assert new["created_by"]["email"] == "owner@acme.test"
+
+
+def test_rotation_may_not_mint_a_successor_that_outlives_the_caller(app, client):
+    clock.freeze(clock.parse_rfc3339("2026-01-01T00:00:00Z"))
+    short = create_key(client, days_to_expire=10)
+    forever = create_key(client)
+    short_client = client_for(app, short["key"])
+    refused = short_client.post(f"/org/api_keys/{forever['id']}/rotate", json={})
+    assert refused.status_code == 400
+    assert "2026-01-11" in refused.get_json()["message"]
+    assert short_client.post(f"/org/api_keys/{forever['id']}/rotate", json={"days_to_expire": 5}).status_code == 200
+
+
+def test_a_key_rotating_itself_renews_but_never_lengthens_its_lifetime(app, client):
+    clock.freeze(clock.parse_rfc3339("2026-01-01T00:00:00Z"))
+    key = create_key(client, days_to_expire=30)
+    own = client_for(app, key["key"])
+    clock.advance(days=20)
+    assert own.post(f"/org/api_keys/{key['id']}/rotate", json={"days_to_expire": 31}).status_code == 400
+    renewed = own.post(f"/org/api_keys/{key['id']}/rotate", json={}).get_json()
+    assert renewed["expires_at"] == "2026-02-20T00:00:00.000000Z"
+
+
+def test_policies_are_refused(client):
+    response = client.post("/org/api_keys", json={"name": "k", "policy": {"statements": []}})
+    assert response.status_code == 400
+    assert "not supported" in response.get_json()["details"][0]["message"]
+
+
+def test_integers_in_bodies_are_strict(client):
+    for body in ({"name": "k", "days_to_expire": 2.5}, {"name": "k", "days_to_expire": "3"}):
+        assert client.post("/org/api_keys", json=body).status_code == 400, body
+    assert client.patch("/org/limits", json={"default_project_max_concurrent_sessions": "3"}).status_code == 400
+    assert client.patch("/org/projects/Default/limits", json={"max_concurrent_sessions": 2.5}).status_code == 400
+    assert client.get("/org/projects/Default/limits").get_json()["max_concurrent_sessions"] is None

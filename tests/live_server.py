@@ -1,0 +1,138 @@
+"""Start the real server (gunicorn + gevent) on a private database, for the SDK tests and bench/.
+
+The database is a fresh SQLite file, or, when TEST_DATABASE_URL names a Postgres
+database, a schema of its own in that database (selected through the libpq
+`options=-csearch_path=...` URL parameter), so the in-process tests, which drop
+and recreate `public`, never touch it.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
+STARTUP_SECONDS = 30
+SHUTDOWN_SECONDS = 15
+# Pinned so that an instance/config.py or the caller's environment cannot change what the tests expect.
+SERVER_SETTINGS = {
+    "LANTERN_DEFAULT_ORG_MAX_CONCURRENT_SESSIONS": "10",
+    "LANTERN_API_KEY_ROTATION_GRACE_DAYS": "7",
+}
+
+
+def run_cli(env, *args):
+    result = subprocess.run(
+        [str(BIN / "flask"), "--app", "app", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"flask {' '.join(args)} failed ({result.returncode}):\n"
+                           f"{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def with_query(url, **params):
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query) + list(params.items())
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def postgres_schema(url, schema, *, create):
+    """Drop `schema` (and recreate it when `create`) in the database `url` names."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        if create:
+            connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+
+
+def server_env(database_url):
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("LANTERN_", "KERNEL_"))}
+    env.update(SERVER_SETTINGS)
+    env["LANTERN_DATABASE_URL"] = database_url
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def wait_until_serving(process, base_url):
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {process.returncode} during startup")
+        try:
+            if httpx.get(f"{base_url}/openapi.json", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gunicorn did not answer on {base_url} within {STARTUP_SECONDS}s")
+        time.sleep(0.05)
+
+
+def stop(process):
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=SHUTDOWN_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def private_database(workdir):
+    """A database URL nothing else uses: a SQLite file, or a Postgres schema dropped afterwards."""
+    if not POSTGRES_URL:
+        yield f"sqlite:///{workdir / 'lantern.db'}"
+        return
+    # Per run, so two runs against the same database never share (or drop) each other's data.
+    schema = f"lantern_sdk_{os.getpid()}"
+    postgres_schema(POSTGRES_URL, schema, create=True)
+    try:
+        yield with_query(POSTGRES_URL, options=f"-csearch_path={schema}")
+    finally:
+        postgres_schema(POSTGRES_URL, schema, create=False)
+
+
+@contextmanager
+def gunicorn(env, log_path, workers=1):
+    """`gunicorn --worker-class gevent wsgi:app` on a free port; yields its base URL."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(BIN / "gunicorn"), "--worker-class", "gevent", "--workers", str(workers),
+             "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
+             # gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, shared with any other server.
+             "--no-control-socket", "wsgi:app"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        try:
+            wait_until_serving(process, base_url)
+        except RuntimeError:
+            stop(process)
+            sys.stderr.write(f"--- gunicorn output ({log_path}) ---\n{log_path.read_text(errors='replace')}\n")
+            raise
+        yield base_url
+    finally:
+        stop(process)
