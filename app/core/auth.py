@@ -5,8 +5,10 @@ before routing errors are reported, so nothing is revealed to a caller without
 a live key.
 """
 from flask import g, request
+from peewee import JOIN, fn
 
 from app.core import clock
+from app.core.db import CompiledQuery
 from app.core.errors import ApiError, bad_request, forbidden
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
@@ -22,6 +24,24 @@ def project_not_found():
     return ApiError(404, "project_not_found", "Project not found or inactive.")
 
 
+def _key_with_home_project(key_hash):
+    """The key, its organization and its home project (its own, else the org default).
+
+    One query answers the common request, which names no project.
+    """
+    home = Project.alias()
+    return (ApiKey.select(ApiKey, Organization, home)
+            .join(Organization)
+            .switch(ApiKey)
+            .join(home, JOIN.LEFT_OUTER, attr="home_project",
+                  on=(home.id == fn.COALESCE(ApiKey.project, Organization.default_project_id))
+                  & home.deleted_at.is_null())
+            .where(ApiKey.key_hash == key_hash))
+
+
+key_with_home_project = CompiledQuery(_key_with_home_project)
+
+
 def init_app(app):
     app.before_request(authenticate)
 
@@ -33,8 +53,7 @@ def authenticate():
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Missing or malformed Authorization header; expected 'Bearer <api key>'.")
-    key = (ApiKey.select(ApiKey, Organization).join(Organization)
-           .where(ApiKey.key_hash == hash_key(token)).first())
+    key = key_with_home_project.first(hash_key(token))
     if key is None or key.deleted_at is not None:
         raise unauthorized("Invalid API key.")
     if key.expires_at is not None and key.expires_at <= clock.now():
@@ -57,13 +76,10 @@ def resolve_project(key):
     if len(named) == 2 and named[0].id != named[1].id:
         raise bad_request("X-Kernel-Project-Id and X-Kernel-Project name different projects.")
     project = named[0] if named else None
-    if key.project_id is not None:
-        if project is not None and project.id != key.project_id:
-            raise forbidden("This API key is scoped to another project.")
-        project = project or Project.live(key.org_id).where(Project.id == key.project_id).first()
-    else:
-        project = project or Project.live(key.org_id).where(Project.id == key.org.default_project_id).first()
-    if project is None or project.status != ACTIVE:
+    if key.project_id is not None and project is not None and project.id != key.project_id:
+        raise forbidden("This API key is scoped to another project.")
+    project = project or key.home_project
+    if project is None or project.id is None or project.status != ACTIVE:
         raise project_not_found()
     return project
 

@@ -1,5 +1,6 @@
 """Peewee behind a proxy: SQLite by default, Postgres (psycopg 3, pooled) by URL."""
 import datetime as dt
+import weakref
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
@@ -23,6 +24,33 @@ class UtcDateTimeField(DateTimeField):
         if isinstance(value, dt.datetime) and value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
         return super().db_value(value)
+
+
+class CompiledQuery:
+    """A query whose SQL text is built once per database; only its parameters change.
+
+    Peewee rebuilds the SQL of a query on every execution, which for the
+    per-request authentication join costs more than running it. `build(*params)`
+    must return a query whose parameters are exactly `params`, in order; the
+    template query's cursor wrapper then builds the same model graph as
+    executing the query itself would.
+    """
+
+    def __init__(self, build):
+        self._build = build
+        self._compiled = weakref.WeakKeyDictionary()
+
+    def first(self, *params):
+        database = db.obj
+        if database not in self._compiled:
+            query = self._build(*params)
+            sql, compiled_params = query.sql()
+            if list(compiled_params) != list(params):
+                raise ValueError(f"query parameters {compiled_params!r} are not {params!r}")
+            self._compiled[database] = (query, sql)
+        query, sql = self._compiled[database]
+        rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
+        return next(iter(rows), None)
 
 
 @contextmanager

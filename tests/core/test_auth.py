@@ -1,5 +1,6 @@
 """Bearer authentication and project scoping (spec part 5)."""
 import pytest
+from flask import Blueprint, g
 
 from app.core import clock
 from app.core.db import db
@@ -101,3 +102,28 @@ def test_keys_of_another_organization_see_nothing_of_this_one(app, make_org, cli
     assert other.get(f"/org/projects/{mine['id']}").status_code == 404
     assert other.get("/org/limits", headers={"X-Kernel-Project-Id": mine["id"]}).status_code == 404
     assert [p["name"] for p in other.get("/org/projects").get_json()] == ["Default"]
+
+
+@pytest.fixture
+def whoami(app):
+    """A route that answers the project a request acts in."""
+    probe = Blueprint("probe", __name__)
+    probe.route("/probe")(lambda: {"project": g.project.name})
+    app.register_blueprint(probe)
+
+
+def test_the_project_a_request_acts_in(app, client, whoami):
+    assert client.get("/probe").get_json() == {"project": "Default"}
+    default = client.get("/org/projects").get_json()[0]
+    scoped_to = project(client, "scoped")
+    assert client.get("/probe", headers={"X-Kernel-Project": "SCOPED"}).get_json() == {"project": "scoped"}
+    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": scoped_to["id"]}).get_json()["key"])
+    assert scoped.get("/probe").get_json() == {"project": "scoped"}
+    # Deleting the default project hands the default to the oldest other active project.
+    project(client, "later")
+    assert client.delete(f"/org/projects/{default['id']}").status_code == 204
+    assert client.get("/probe").get_json() == {"project": "scoped"}
+    client.patch(f"/org/projects/{scoped_to['id']}", json={"status": "archived"})
+    assert client.get("/probe").get_json() == {"project": "later"}
+    response = scoped.get("/probe")
+    assert response.status_code == 404 and response.get_json()["code"] == "project_not_found"
