@@ -5,7 +5,7 @@ from flask import Flask
 
 from app import config
 from app.core import api as core_api
-from app.core import auth, db, errors, requestlog
+from app.core import auth, crypto, db, errors, requestlog
 
 
 def create_app(test_config=None):
@@ -19,6 +19,7 @@ def create_app(test_config=None):
         app.config["DATABASE_URL"] = f"sqlite:///{os.path.join(app.instance_path, 'lantern.db')}"
 
     db.init_app(app)
+    crypto.init_app(app)
     requestlog.init_app(app)
     auth.init_app(app)
     api = core_api.Api(app)
@@ -29,16 +30,18 @@ def create_app(test_config=None):
 
 
 def register_blueprints(api):
+    from app.credentials.views import credentials_blp, providers_blp
     from app.orgs.views import api_keys_blp, org_limits_blp
     from app.projects.views import legacy_blp, projects_blp
 
-    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp):
+    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp):
         api.register_blueprint(blueprint)
 
 
 def register_commands(app):
-    from app.core.cli import db_cli
+    from app.core.cli import db_cli, secrets_cli
     from app.orgs.cli import orgs_cli
 
     app.cli.add_command(db_cli)
+    app.cli.add_command(secrets_cli)
     app.cli.add_command(orgs_cli)

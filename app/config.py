@@ -22,6 +22,16 @@ class DefaultConfig:
     # Floor for managed-auth health checks, reported in GET /org/limits.
     MIN_HEALTH_CHECK_INTERVAL_SECONDS = 300
 
+    # Encryption at rest (credential values, TOTP secrets, provider tokens): Fernet
+    # keys, newest first (a list, or one comma-separated string). None: a key is
+    # generated once into instance/encryption.keys. Rotate with `flask secrets rotate`.
+    ENCRYPTION_KEYS = None
+
+    # Credential providers: the 1Password Connect server used when a provider has no
+    # url of its own, and how long Lantern waits for it.
+    ONEPASSWORD_CONNECT_URL = "http://127.0.0.1:8080"
+    CREDENTIAL_PROVIDER_TIMEOUT_SECONDS = 10
+
     # API keys. How long a rotated key keeps working unless the caller says otherwise.
     API_KEY_ROTATION_GRACE_DAYS = 7
 

@@ -9,6 +9,7 @@ from app.core.db import db, open_database
 from app.orgs.onboarding import create_organization
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
+TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +46,7 @@ def empty_all_tables(database):
 
 @pytest.fixture
 def app(database_url, tmp_path):
-    app = create_app({"TESTING": True, "DATABASE_URL": database_url})
+    app = create_app({"TESTING": True, "DATABASE_URL": database_url, "ENCRYPTION_KEYS": [TEST_ENCRYPTION_KEY]})
     database = app.extensions["database"]
     empty_all_tables(database)
     yield app

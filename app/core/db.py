@@ -4,7 +4,7 @@ import weakref
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from peewee import DatabaseProxy, DateTimeField, Model, SqliteDatabase
+from peewee import DatabaseProxy, DateTimeField, IntegrityError, Model, SqliteDatabase
 from playhouse.db_url import parse as parse_url
 from playhouse.postgres_ext import PooledPsycopg3Database
 
@@ -51,6 +51,15 @@ class CompiledQuery:
         query, sql = self._compiled[database]
         rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
         return next(iter(rows), None)
+
+
+def save_or_conflict(row, error, *, force_insert=False):
+    """Save `row` in a savepoint; a unique-index violation raises `error` instead."""
+    try:
+        with db.atomic():
+            row.save(force_insert=force_insert)
+    except IntegrityError:
+        raise error from None
 
 
 @contextmanager

@@ -30,3 +30,10 @@ class JsonInteger(ma.fields.Integer):
 
     def __init__(self, **kwargs):
         super().__init__(strict=True, **kwargs)
+
+
+class JsonBoolean(ma.fields.Boolean):
+    """A boolean in a JSON body: only true and false, not "yes" or 1."""
+
+    def __init__(self, **kwargs):
+        super().__init__(truthy={True}, falsy={False}, **kwargs)

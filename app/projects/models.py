@@ -1,8 +1,8 @@
 """Projects: the unit of scoping inside an organization."""
-from peewee import CharField, ForeignKeyField, IntegerField, IntegrityError
+from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, UtcDateTimeField, db, exclusive
+from app.core.db import BaseModel, UtcDateTimeField, exclusive, save_or_conflict
 from app.core.errors import ApiError, NO_RETRY, conflict, not_found
 from app.core.ids import new_id
 from app.core.text import fold
@@ -47,11 +47,9 @@ class Project(BaseModel):
 
     @classmethod
     def create_in(cls, org, name):
-        try:
-            with db.atomic():
-                return cls.create(org=org, name=name, name_key=fold(name))
-        except IntegrityError:
-            raise name_taken(name) from None
+        project = cls(org=org, name=name, name_key=fold(name))
+        save_or_conflict(project, name_taken(name), force_insert=True)
+        return project
 
     @property
     def max_pooled_sessions(self):
@@ -68,11 +66,7 @@ class Project(BaseModel):
             if name is not None:
                 self.name, self.name_key = name, fold(name)
             self.updated_at = clock.now()
-            try:
-                with db.atomic():
-                    self.save()
-            except IntegrityError:
-                raise name_taken(name) from None
+            save_or_conflict(self, name_taken(name))
 
     def soft_delete(self):
         """Delete a project that holds nothing, unless it is the last active one."""

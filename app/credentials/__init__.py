@@ -1,0 +1,1 @@
+"""Credential providers (external password managers), stored credentials and TOTP codes."""

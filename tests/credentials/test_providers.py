@@ -1,0 +1,175 @@
+"""Credential providers against a 1Password Connect look-alike on 127.0.0.1."""
+import pytest
+
+from app.core import clock
+from app.core.db import db
+from app.credentials import providers
+from app.credentials.models import CredentialProvider
+from tests.conftest import client_for
+
+
+@pytest.fixture
+def provider(client, connect):
+    def make(**fields):
+        body = {"name": "1p", "provider_type": "onepassword", "token": connect.token, "url": connect.url, **fields}
+        response = client.post("/org/credential_providers", json=body)
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()
+    return make
+
+
+def test_create_get_list_update_delete(client, provider, connect):
+    created = provider(name="  Team vault  ")
+    assert created["name"] == "Team vault"
+    assert (created["enabled"], created["priority"], created["provider_type"]) == (True, 0, "onepassword")
+    assert "token" not in created and connect.token not in str(created)
+    assert client.get(f"/org/credential_providers/{created['id']}").get_json() == created
+    assert [p["id"] for p in client.get("/org/credential_providers?query=TEAM").get_json()] == [created["id"]]
+    assert [p["id"] for p in client.get(f"/org/credential_providers?query={created['id']}").get_json()] == [created["id"]]
+    assert client.get("/org/credential_providers?query=nothing").get_json() == []
+    updated = client.patch(f"/org/credential_providers/{created['id']}",
+                           json={"enabled": False, "priority": 5, "name": "renamed"}).get_json()
+    assert (updated["enabled"], updated["priority"], updated["name"]) == (False, 5, "renamed")
+    assert client.delete(f"/org/credential_providers/{created['id']}").status_code == 204
+    assert client.get(f"/org/credential_providers/{created['id']}").status_code == 404
+
+
+def test_provider_types_and_validation(client, provider):
+    assert provider(name="spec", provider_type="vendorpassword")["provider_type"] == "vendorpassword"
+    response = client.post("/org/credential_providers", json={"name": "x", "provider_type": "bitwarden", "token": "t"})
+    assert response.status_code == 400
+    assert "onepassword, vendorpassword" in response.get_json()["details"][0]["message"]
+    for body in ({"provider_type": "onepassword", "token": "t"}, {"name": " ", "provider_type": "onepassword", "token": "t"},
+                 {"name": "x", "provider_type": "onepassword"}, {"name": "x", "provider_type": "onepassword", "token": ""},
+                 {"name": "x", "provider_type": "onepassword", "token": "t", "url": "ftp://x"},
+                 {"name": "x", "provider_type": "onepassword", "token": "t", "enabled": "yes"}):
+        assert client.post("/org/credential_providers", json=body).status_code == 400, body
+    duplicate = client.post("/org/credential_providers", json={"name": "spec", "provider_type": "onepassword", "token": "t"})
+    assert duplicate.status_code == 409 and duplicate.headers["x-should-retry"] == "false"
+
+
+def test_paging_and_order_by_priority(client, provider):
+    late = provider(name="late", priority=10)
+    early = provider(name="early", priority=1)
+    page = client.get("/org/credential_providers?limit=1")
+    assert [p["id"] for p in page.get_json()] == [early["id"]] and page.headers["X-Has-More"] == "true"
+    assert [p["id"] for p in client.get("/org/credential_providers?offset=1").get_json()] == [late["id"]]
+
+
+def test_test_reports_vaults_or_a_readable_error(client, provider, connect, closed_port_url):
+    connect.add_vault("Private")
+    ok = provider(name="ok")
+    result = client.post(f"/org/credential_providers/{ok['id']}/test", data="", content_type="application/json")
+    assert result.status_code == 200
+    assert result.get_json()["success"] is True
+    assert [v["name"] for v in result.get_json()["vaults"]] == ["Private"]
+
+    wrong = provider(name="wrong", token="not-the-token")
+    body = client.post(f"/org/credential_providers/{wrong['id']}/test").get_json()
+    assert (body["success"], body["vaults"]) == (False, [])
+    assert "401" in body["error"]
+
+    gone = provider(name="gone", url=closed_port_url)
+    body = client.post(f"/org/credential_providers/{gone['id']}/test").get_json()
+    assert body["success"] is False and "Could not reach" in body["error"]
+
+
+def test_a_slow_provider_is_bounded_by_the_configured_timeout(app, client, provider, connect):
+    app.config["CREDENTIAL_PROVIDER_TIMEOUT_SECONDS"] = 0.2
+    connect.delay = 1.0
+    slow = provider(name="slow")
+    body = client.post(f"/org/credential_providers/{slow['id']}/test").get_json()
+    assert body["success"] is False and "timed out" in body["error"]
+
+
+def test_items_are_paths_with_urls_and_cached_for_the_ttl(client, provider, connect):
+    vault = connect.add_vault("Work")
+    connect.add_login(vault, "GitHub", ["https://github.com/login"])
+    connect.add_login(vault, "Notes", [])
+    created = provider(cache_ttl_seconds=60)
+    clock.freeze(clock.now())
+    first = client.get(f"/org/credential_providers/{created['id']}/items").get_json()["items"]
+    assert sorted((i["path"], tuple(i["urls"])) for i in first) == [
+        ("Work/GitHub", ("https://github.com/login",)), ("Work/Notes", ())]
+    assert all(i["vault_id"] == vault and i["vault_name"] == "Work" for i in first)
+    calls = len(connect.paths)
+    clock.advance(seconds=59)
+    assert client.get(f"/org/credential_providers/{created['id']}/items").get_json()["items"] == first
+    assert len(connect.paths) == calls, "answered from the cache"
+    clock.advance(seconds=2)
+    client.get(f"/org/credential_providers/{created['id']}/items")
+    assert len(connect.paths) > calls, "refetched after the TTL"
+
+
+def test_changing_the_token_drops_the_cache(client, provider, connect):
+    connect.add_vault("Work")
+    created = provider(cache_ttl_seconds=3600)
+    client.get(f"/org/credential_providers/{created['id']}/items")
+    client.patch(f"/org/credential_providers/{created['id']}", json={"token": "revoked"})
+    response = client.get(f"/org/credential_providers/{created['id']}/items")
+    assert response.status_code == 502
+    assert response.get_json()["code"] == "credential_provider_error"
+    assert response.get_json()["inner_error"]["code"] == "unauthorized"
+
+
+def test_project_scoped_keys_cannot_change_providers(app, client, provider):
+    created = provider()
+    project = client.post("/org/projects", json={"name": "p"}).get_json()
+    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": project["id"]}).get_json()["key"])
+    assert scoped.get(f"/org/credential_providers/{created['id']}").status_code == 200
+    assert scoped.post("/org/credential_providers", json={"name": "x", "provider_type": "onepassword", "token": "t"}).status_code == 403
+    assert scoped.patch(f"/org/credential_providers/{created['id']}", json={"priority": 1}).status_code == 403
+    assert scoped.delete(f"/org/credential_providers/{created['id']}").status_code == 403
+
+
+def test_providers_of_other_organizations_are_invisible(app, client, provider, make_org):
+    created = provider()
+    other = client_for(app, make_org("Other", "o@o.test").plaintext)
+    assert other.get(f"/org/credential_providers/{created['id']}").status_code == 404
+    assert other.get("/org/credential_providers").get_json() == []
+
+
+def test_default_url_comes_from_configuration(app, client, connect):
+    app.config["ONEPASSWORD_CONNECT_URL"] = connect.url
+    created = client.post("/org/credential_providers", json={
+        "name": "default-url", "provider_type": "onepassword", "token": connect.token}).get_json()
+    assert created["url"] is None
+    assert client.post(f"/org/credential_providers/{created['id']}/test").get_json()["success"] is True
+
+
+class TestAutomaticLookup:
+    @pytest.fixture
+    def lookup(self, app, owner_key):
+        def find(domain):
+            with app.test_request_context(), db.connection_context():
+                return providers.find_login(owner_key.org_id, domain)
+        return find
+
+    def test_first_enabled_provider_by_priority_wins(self, provider, connect, lookup, closed_port_url):
+        vault = connect.add_vault("V")
+        connect.add_login(vault, "Example", ["https://example.com"], username="from-connect")
+        provider(name="unreachable", url=closed_port_url, priority=0)
+        provider(name="second", priority=2)
+        provider(name="disabled", priority=1, enabled=False)
+        login = lookup("example.com")
+        assert (login.username, login.password, login.provider.name) == ("from-connect", "pw", "second")
+        assert login.item["path"] == "V/Example"
+
+    def test_exact_host_beats_parent_domain_and_ties_are_ambiguous(self, provider, connect, lookup):
+        vault = connect.add_vault("V")
+        connect.add_login(vault, "Parent", ["https://example.com"], username="parent")
+        connect.add_login(vault, "Exact", ["https://login.example.com/signin"], username="exact", otp="otpauth://totp/x?secret=JBSWY3DPEHPK3PXP")
+        provider()
+        exact = lookup("https://login.example.com/")
+        assert (exact.username, exact.totp_secret) == ("exact", "otpauth://totp/x?secret=JBSWY3DPEHPK3PXP")
+        assert lookup("shop.example.com").username == "parent"
+        assert lookup("www.example.com").username == "parent"
+        assert lookup("example.org") is None
+        connect.add_login(vault, "Parent again", ["https://www.example.com/"], username="twin")
+        providers._item_cache.clear()
+        with pytest.raises(providers.AmbiguousLogin) as caught:
+            lookup("shop.example.com")
+        assert sorted(i["path"] for i in caught.value.items) == ["V/Parent", "V/Parent again"]
+
+    def test_no_providers_means_no_login(self, lookup):
+        assert lookup("example.com") is None
