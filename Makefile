@@ -9,17 +9,24 @@ WORKERS ?= 2
 # Every open SSE stream holds one connection of a gevent worker.
 WORKER_CONNECTIONS ?= 1000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
-INSTALLED := $(VENV)/.installed
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install run test test-postgres bench clean
+.PHONY: install install-test run test test-postgres bench lint clean
 
-install: $(INSTALLED)
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
-$(INSTALLED): setup.cfg pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+
+$(VENV)/.installed: setup.cfg pyproject.toml | $(BIN)/python
+	$(PIP) -e .
 	touch $@
+
+$(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[test]'
+	touch $@ $(VENV)/.installed
 
 run: install
 	$(FLASK) db upgrade
@@ -27,14 +34,18 @@ run: install
 	$(BIN)/gunicorn --worker-class gevent --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
 
-test: install
+test: install-test
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-postgres: install
+test-postgres: install-test
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest $(PYTEST_ARGS)
 
-bench: install
+bench: install-test
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+lint: install-test
+	$(PIP) ruff
+	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app tests bench wsgi.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -6,6 +6,9 @@ Overridden by `instance/config.py`, then by `LANTERN_<NAME>` environment variabl
 
 
 class DefaultConfig:
+    # Largest request body read (413 beyond); JSON bodies of this API are small.
+    MAX_CONTENT_LENGTH = 16 * 1024 * 1024
+
     # Logging: one line per request at INFO, with its request id.
     LOG_LEVEL = "INFO"
 

@@ -85,7 +85,8 @@ def main():
     with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
         env = server_env(database_url)
         run_cli(env, "db", "upgrade")
-        api_key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "bench@example.test").strip().splitlines()[-1]
+        output = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "bench@example.test")
+        api_key = output.strip().splitlines()[-1]
         with gunicorn(env, Path(workdir) / "gunicorn.log", workers=args.workers) as base_url:
             host, port = base_url.removeprefix("http://").split(":")
             counter = iter(range(10**9))

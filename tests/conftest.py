@@ -45,14 +45,27 @@ def empty_all_tables(database):
 
 
 @pytest.fixture
-def app(database_url, tmp_path):
-    app = create_app({"TESTING": True, "DATABASE_URL": database_url, "ENCRYPTION_KEYS": [TEST_ENCRYPTION_KEY]})
-    database = app.extensions["database"]
-    empty_all_tables(database)
-    yield app
+def make_app(database_url):
+    """make_app(**config) -> another app on the test database; its connections are closed after the test."""
+    made = []
+
+    def make(**config):
+        made.append(create_app({"TESTING": True, "DATABASE_URL": database_url,
+                                "ENCRYPTION_KEYS": [TEST_ENCRYPTION_KEY], **config}))
+        return made[-1]
+
+    yield make
     clock.unfreeze()
-    if hasattr(database, "close_all"):
-        database.close_all()
+    for app in made:
+        database = app.extensions["database"]
+        database.close_all() if hasattr(database, "close_all") else database.close()
+
+
+@pytest.fixture
+def app(make_app):
+    app = make_app()
+    empty_all_tables(app.extensions["database"])
+    return app
 
 
 @pytest.fixture
@@ -75,6 +88,12 @@ def client_for(app, plaintext, **headers):
     for name, value in headers.items():
         client.environ_base["HTTP_" + name.upper().replace("-", "_")] = value
     return client
+
+
+def scoped_client(app, client, project_id):
+    """A client whose new API key is scoped to `project_id` (created through `client`)."""
+    key = client.post("/org/api_keys", json={"name": "scoped", "project_id": project_id}).get_json()["key"]
+    return client_for(app, key)
 
 
 @pytest.fixture

@@ -7,21 +7,16 @@ a live key.
 from flask import g, request
 from peewee import JOIN, fn
 
-from app.core import clock
 from app.core.db import CompiledQuery
-from app.core.errors import ApiError, bad_request, forbidden
+from app.core.errors import ApiError, bad_request, forbidden, project_not_found
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
 
-PUBLIC_PATHS = ("/openapi.json", "/docs")
+PUBLIC_PATHS = {"/openapi.json", "/docs"}
 
 
 def unauthorized(message):
     return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="lantern"'})
-
-
-def project_not_found():
-    return ApiError(404, "project_not_found", "Project not found or inactive.")
 
 
 def _key_with_home_project(key_hash):
@@ -47,7 +42,7 @@ def init_app(app):
 
 
 def authenticate():
-    if request.path.startswith(PUBLIC_PATHS) or request.method == "OPTIONS":
+    if request.path in PUBLIC_PATHS:
         return
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()
@@ -56,7 +51,7 @@ def authenticate():
     key = key_with_home_project.first(hash_key(token))
     if key is None or key.deleted_at is not None:
         raise unauthorized("Invalid API key.")
-    if key.expires_at is not None and key.expires_at <= clock.now():
+    if key.is_expired:
         raise unauthorized("This API key has expired.")
     g.api_key, g.org = key, key.org
     g.project = resolve_project(key)

@@ -15,6 +15,9 @@ class BaseModel(Model):
     class Meta:
         database = db
         legacy_table_names = False
+        # save() writes only the columns this instance changed, so a row loaded
+        # earlier in a request never puts back columns another request changed since.
+        only_save_dirty = True
 
 
 class UtcDateTimeField(DateTimeField):

@@ -2,6 +2,7 @@
 import calendar
 import functools
 from email.utils import formatdate
+from urllib.parse import quote
 
 from flask import after_this_request, current_app, request
 
@@ -21,7 +22,8 @@ def sunset_route(config_prefix, successor_of=lambda path: "/org" + path):
             config = current_app.config
             deprecated_at = clock.parse_rfc3339(config[f"{config_prefix}_DEPRECATED_AT"])
             sunset_at = clock.parse_rfc3339(config[f"{config_prefix}_SUNSET_AT"])
-            successor = successor_of(request.path)
+            # Quoted: the path is the caller's, and a header must stay one well-formed Link.
+            successor = quote(successor_of(request.path), safe="/")
             link = f'<{successor}>; rel="successor-version"'
             if clock.now() >= sunset_at:
                 raise ApiError(

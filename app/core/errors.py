@@ -66,6 +66,12 @@ def not_found(message, code="not_found"):
     return ApiError(404, code, message)
 
 
+def project_not_found(ref=None):
+    """Unknown, archived or deleted project (named by a header, a path or a key)."""
+    what = f"Project {ref!r}" if ref else "Project"
+    return ApiError(404, "project_not_found", f"{what} not found or inactive.")
+
+
 def bad_request(message, field=None):
     details = [{"code": "invalid", "field": field, "message": message}] if field else None
     return ApiError(400, "bad_request", message, details=details)
@@ -123,8 +129,11 @@ def handle_http_exception(error):
         summary = "; ".join(f"{d['field']}: {d['message']}" if "field" in d else d["message"] for d in details)
         return error_response(400, "bad_request", f"Invalid request: {summary}", details=details)
     code = CODES_BY_STATUS.get(error.code, "error")
-    message = data.get("message") or DEFAULT_MESSAGES.get(error.code, error.description)
-    return error_response(error.code, code, message.format(request=request), headers=headers)
+    message = data.get("message")
+    if not message:
+        template = DEFAULT_MESSAGES.get(error.code)
+        message = template.format(request=request) if template else error.description
+    return error_response(error.code, code, message, headers=headers)
 
 
 def register_error_handlers(app):

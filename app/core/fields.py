@@ -2,6 +2,7 @@
 import marshmallow as ma
 
 from app.core import clock
+from app.core.text import fold
 
 
 class UtcDateTime(ma.fields.DateTime):
@@ -22,7 +23,11 @@ class Name(ma.fields.String):
         super().__init__(**kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return super()._deserialize(value, attr, data, **kwargs).strip()
+        name = super()._deserialize(value, attr, data, **kwargs).strip()
+        # Folding can lengthen a name ("ß" -> "ss"); the folded key must fit its column too.
+        if len(fold(name)) > 255:
+            raise ma.ValidationError("Name is too long.")
+        return name
 
 
 class JsonInteger(ma.fields.Integer):

@@ -5,7 +5,8 @@ from flask import after_this_request
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 
 PAGE_HEADERS = {
-    "X-Has-More": {"description": "true when another page follows", "schema": {"type": "string", "enum": ["true", "false"]}},
+    "X-Has-More": {"description": "true when another page follows",
+                   "schema": {"type": "string", "enum": ["true", "false"]}},
     "X-Next-Offset": {"description": "offset of the next page; 0 on the last page", "schema": {"type": "integer"}},
 }
 

@@ -85,7 +85,8 @@ class CredentialProviderSchema(ma.Schema):
     id = ma.fields.String()
     name = ma.fields.String()
     provider_type = ma.fields.String(metadata={"enum": list(PROVIDER_TYPES)})
-    url = ma.fields.String(allow_none=True, metadata={"description": "Lantern: the Connect server; null = configured default"})
+    url = ma.fields.String(allow_none=True,
+                           metadata={"description": "Lantern: the Connect server; null = configured default"})
     enabled = ma.fields.Boolean()
     priority = ma.fields.Integer()
     created_at = UtcDateTime()

@@ -1,10 +1,10 @@
-"""`flask --app app orgs ...`: create organizations and set their limits."""
+"""`flask --app app orgs ...`: create organizations, issue keys, set limits."""
 import click
 from flask.cli import AppGroup
 
 from app.core.db import db
 from app.core.errors import ApiError
-from app.orgs.models import Organization
+from app.orgs.models import ApiKey, Organization, User
 from app.orgs.onboarding import create_organization
 
 orgs_cli = AppGroup("orgs", help="Organization administration.")
@@ -20,16 +20,34 @@ def print_new_org(key):
 
 
 def find_org(ref):
-    orgs = list(Organization.select().where((Organization.id == ref) | (Organization.name == ref))
+    orgs = list(Organization.select().where((Organization.id == ref) | (Organization.name == ref)).limit(2)
                 if ref else Organization.select().limit(2))
-    if len(orgs) != 1:
-        raise click.UsageError(f"no organization {ref!r}" if ref else "several organizations exist: pass --org")
+    if not orgs:
+        raise click.UsageError(f"no organization {ref!r}" if ref else "no organization exists yet")
+    if len(orgs) > 1:
+        raise click.UsageError(f"several organizations are named {ref!r}: pass the id" if ref
+                               else "several organizations exist: pass --org")
     return orgs[0]
 
 
+def check_text(value, what):
+    if not value.strip() or len(value) > 255:
+        raise click.BadParameter(f"{what} must be 1 to 255 characters")
+    return value.strip()
+
+
+def check_email(ctx, param, value):
+    value = check_text(value, "the e-mail")
+    local, _, domain = value.partition("@")
+    if not local or "." not in domain or " " in value:
+        raise click.BadParameter(f"{value!r} is not an e-mail address")
+    return value
+
+
 @orgs_cli.command("create")
-@click.option("--name", required=True, help="Organization name.")
-@click.option("--owner-email", required=True, help="E-mail of the owner user.")
+@click.option("--name", required=True, callback=lambda ctx, param, v: check_text(v, "the name"),
+              help="Organization name.")
+@click.option("--owner-email", required=True, callback=check_email, help="E-mail of the owner user.")
 @click.option("--owner-name", default=None, help="Display name of the owner user.")
 def create_command(name, owner_email, owner_name):
     """Create an organization, its default project, owner and first API key.
@@ -38,6 +56,23 @@ def create_command(name, owner_email, owner_name):
     """
     with db.connection_context():
         print_new_org(create_organization(name, owner_email, owner_name))
+
+
+@orgs_cli.command("issue-key")
+@click.option("--org", "org_ref", default=None, help="Organization id or name (optional with one organization).")
+@click.option("--name", default="issued from the command line", show_default=True, help="Key name.")
+def issue_key_command(org_ref, name):
+    """Issue a new organization-wide key for the owner, e.g. when every key was lost.
+
+    The plaintext key is printed alone on the last line.
+    """
+    with db.connection_context():
+        org = find_org(org_ref)
+        owner = User.select().where(User.org == org).order_by(User.created_at).first()
+        key = ApiKey.issue(org=org, name=check_text(name, "the key name"), created_by=owner)
+        click.echo(f"organization: {org.name} ({org.id})")
+        click.echo("API key (shown once, store it now):")
+        click.echo(key.plaintext)
 
 
 @orgs_cli.command("init")

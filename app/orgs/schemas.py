@@ -81,7 +81,8 @@ class ApiKeyGetArgsSchema(ma.Schema):
 
 
 class OrgLimitsSchema(ma.Schema):
-    max_concurrent_sessions = ma.fields.Integer(allow_none=True, metadata={"description": "the organization's concurrency limit"})
+    max_concurrent_sessions = ma.fields.Integer(allow_none=True,
+                                                metadata={"description": "the organization's concurrency limit"})
     default_project_max_concurrent_sessions = ma.fields.Integer(allow_none=True)
     concurrent_sessions_used = ma.fields.Integer(allow_none=True)
     concurrent_sessions_available = ma.fields.Integer(allow_none=True)

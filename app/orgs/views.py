@@ -1,17 +1,14 @@
 """API keys (/org/api_keys) and organization limits (/org/limits)."""
-from datetime import timedelta
-
 from flask import current_app, g
 from flask.views import MethodView
 
-from app.core import clock
 from app.core.api import Blueprint
 from app.core.auth import require_org_wide_key
-from app.core.errors import bad_request, forbidden, not_found
+from app.core.errors import not_found
 from app.core.paging import PAGE_HEADERS, page
 from app.orgs import schemas, usage
+from app.orgs.keys import issue_key
 from app.orgs.models import ApiKey
-from app.projects.models import ACTIVE, Project
 
 api_keys_blp = Blueprint("api_keys", __name__, url_prefix="/org/api_keys",
                          description="API keys of the organization.")
@@ -26,25 +23,6 @@ def visible_key(key_id, include_deleted=False):
     if key is None or scoped_out or (key.deleted_at is not None and not include_deleted):
         raise not_found(f"API key {key_id!r} not found.")
     return key
-
-
-def key_expiry(args):
-    if args.get("days_to_expire") is not None:
-        return clock.now() + timedelta(days=args["days_to_expire"])
-    return args.get("expires_at")
-
-
-def key_project(project_id):
-    scoped_to = g.api_key.project_id
-    if scoped_to is not None and project_id not in (None, scoped_to):
-        raise forbidden("A project-scoped API key can create keys only for its own project.")
-    project_id = project_id or scoped_to
-    if project_id is None:
-        return None
-    project = Project.live(g.org.id).where((Project.id == project_id) & (Project.status == ACTIVE)).first()
-    if project is None:
-        raise bad_request(f"Project {project_id!r} not found or inactive.", field="project_id")
-    return project
 
 
 @api_keys_blp.route("")
@@ -64,9 +42,7 @@ class ApiKeys(MethodView):
     @api_keys_blp.response(201, schemas.CreatedApiKeySchema)
     def post(self, args):
         """Create an API key; the response shows its plaintext once"""
-        return ApiKey.issue(org=g.org.id, name=args["name"], created_by=g.api_key.created_by,
-                            project=key_project(args.get("project_id")), expires_at=key_expiry(args),
-                            not_after=g.api_key.expires_at)
+        return issue_key(g.api_key, args)
 
 
 @api_keys_blp.route("/<key_id>")
@@ -105,26 +81,12 @@ class ApiKeyRotation(MethodView):
         )
 
 
-def org_limits(org):
-    counts = usage.usage(org)
-    limit = org.max_concurrent_sessions
-    return {
-        "max_concurrent_sessions": limit,
-        "default_project_max_concurrent_sessions": org.default_project_max_concurrent_sessions,
-        "concurrent_sessions_available": None if limit is None else max(0, limit - counts["concurrent_sessions_used"]),
-        "max_auth_connections": None,
-        "max_vaults": None,
-        "min_health_check_interval_seconds": current_app.config["MIN_HEALTH_CHECK_INTERVAL_SECONDS"],
-        **counts,
-    }
-
-
 @org_limits_blp.route("")
 class OrgLimits(MethodView):
     @org_limits_blp.response(200, schemas.OrgLimitsSchema)
     def get(self):
         """Get the organization's limits and usage"""
-        return org_limits(g.org)
+        return usage.limits_of(g.org)
 
     @org_limits_blp.arguments(schemas.OrgLimitsUpdateSchema)
     @org_limits_blp.response(200, schemas.OrgLimitsSchema)
@@ -133,4 +95,4 @@ class OrgLimits(MethodView):
         require_org_wide_key("change organization limits")
         if "default_project_max_concurrent_sessions" in args:
             g.org.set_default_project_cap(args["default_project_max_concurrent_sessions"])
-        return org_limits(g.org)
+        return usage.limits_of(g.org)

@@ -1,9 +1,11 @@
 """Projects: the unit of scoping inside an organization."""
+from contextlib import contextmanager
+
 from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core import clock
 from app.core.db import BaseModel, UtcDateTimeField, exclusive, save_or_conflict
-from app.core.errors import ApiError, NO_RETRY, conflict, not_found
+from app.core.errors import NO_RETRY, ApiError, conflict, project_not_found
 from app.core.ids import new_id
 from app.core.text import fold
 from app.orgs.models import Organization
@@ -42,8 +44,12 @@ class Project(BaseModel):
         project = (cls.live(org).where(cls.id == id_or_name).first()
                    or cls.live(org).where(cls.name_key == fold(id_or_name)).first())
         if project is None:
-            raise not_found(f"Project {id_or_name!r} not found.", code="project_not_found")
+            raise project_not_found(id_or_name)
         return project
+
+    @classmethod
+    def active(cls, org):
+        return cls.live(org).where(cls.status == ACTIVE)
 
     @classmethod
     def create_in(cls, org, name):
@@ -57,23 +63,25 @@ class Project(BaseModel):
         return None
 
     def update_fields(self, *, name=None, status=None):
-        with exclusive(self.org):
-            if status == ARCHIVED and self.status == ACTIVE:
-                self._ensure_not_last_active()
-                self._hand_over_default()
+        """Rename, archive or reactivate; returns the project as saved."""
+        with self._locked() as project:
+            if status == ARCHIVED and project.status == ACTIVE:
+                project._ensure_not_last_active()
+                project._hand_over_default()
             if status is not None:
-                self.status = status
+                project.status = status
             if name is not None:
-                self.name, self.name_key = name, fold(name)
-            self.updated_at = clock.now()
-            save_or_conflict(self, name_taken(name))
+                project.name, project.name_key = name, fold(name)
+            project.updated_at = clock.now()
+            save_or_conflict(project, name_taken(name))
+        return project
 
     def soft_delete(self):
         """Delete a project that holds nothing, unless it is the last active one."""
-        with exclusive(self.org):
-            if self.status == ACTIVE:
-                self._ensure_not_last_active()
-            live = active_resources(self)
+        with self._locked() as project:
+            if project.status == ACTIVE:
+                project._ensure_not_last_active()
+            live = active_resources(project)
             if live:
                 raise ApiError(
                     409, "project_not_empty",
@@ -82,9 +90,22 @@ class Project(BaseModel):
                              for kind, count in sorted(live.items())],
                     headers=NO_RETRY,
                 )
-            self._hand_over_default()
-            self.deleted_at = self.updated_at = clock.now()
-            self.save()
+            project._hand_over_default()
+            project.deleted_at = project.updated_at = clock.now()
+            project.save()
+
+    @contextmanager
+    def _locked(self):
+        """This project as committed, read while holding its organization (see core.db.exclusive).
+
+        Rules that count other projects or resources check committed state, and a
+        project deleted meanwhile is 404 instead of coming back.
+        """
+        with exclusive(Organization(id=self.org_id)):
+            current = Project.live(self.org_id).where(Project.id == self.id).first()
+            if current is None:
+                raise project_not_found(self.id)
+            yield current
 
     def update_limits(self, changes):
         """Only present fields change; 0 or None removes that cap."""
@@ -95,8 +116,7 @@ class Project(BaseModel):
         self.save()
 
     def _other_active(self):
-        return (Project.live(self.org_id)
-                .where((Project.status == ACTIVE) & (Project.id != self.id))
+        return (Project.active(self.org_id).where(Project.id != self.id)
                 .order_by(Project.created_at, Project.id))
 
     def _ensure_not_last_active(self):
@@ -105,8 +125,7 @@ class Project(BaseModel):
                            "The organization must keep at least one active project.")
 
     def _hand_over_default(self):
-        org = Organization.get_by_id(self.org_id)
-        if org.default_project_id == self.id:
-            successor = self._other_active().first()
-            org.default_project_id = successor.id if successor else None
-            org.save()
+        successor = self._other_active().first()
+        (Organization.update(default_project_id=successor.id if successor else None)
+         .where((Organization.id == self.org_id) & (Organization.default_project_id == self.id))
+         .execute())

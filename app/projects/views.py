@@ -5,7 +5,7 @@ from flask.views import MethodView
 from app.core.api import Blueprint
 from app.core.auth import require_org_wide_key
 from app.core.deprecation import sunset_route
-from app.core.errors import not_found
+from app.core.errors import project_not_found
 from app.core.paging import PAGE_HEADERS, page
 from app.core.text import fold
 from app.projects import schemas
@@ -21,7 +21,7 @@ def visible_project(project_ref):
     """A live project by id or name; a project-scoped key sees only its own."""
     project = Project.lookup(g.org.id, project_ref)
     if g.api_key.project_id not in (None, project.id):
-        raise not_found(f"Project {project_ref!r} not found.", code="project_not_found")
+        raise project_not_found(project_ref)
     return project
 
 
@@ -60,9 +60,7 @@ class ProjectById(MethodView):
     def patch(self, args, project_ref):
         """Rename, archive or reactivate a project"""
         require_org_wide_key("change projects")
-        project = visible_project(project_ref)
-        project.update_fields(**args)
-        return project
+        return visible_project(project_ref).update_fields(**args)
 
     @projects_blp.response(204)
     def delete(self, project_ref):

@@ -5,7 +5,7 @@ from flask import Blueprint, g
 from app.core import clock
 from app.core.db import db
 from app.orgs.models import ApiKey
-from tests.conftest import client_for
+from tests.conftest import client_for, scoped_client
 
 
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Basic abc", "sk_nope", "Bearer sk_unknown"])
@@ -117,7 +117,7 @@ def test_the_project_a_request_acts_in(app, client, whoami):
     default = client.get("/org/projects").get_json()[0]
     scoped_to = project(client, "scoped")
     assert client.get("/probe", headers={"X-Kernel-Project": "SCOPED"}).get_json() == {"project": "scoped"}
-    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": scoped_to["id"]}).get_json()["key"])
+    scoped = scoped_client(app, client, scoped_to["id"])
     assert scoped.get("/probe").get_json() == {"project": "scoped"}
     # Deleting the default project hands the default to the oldest other active project.
     project(client, "later")
@@ -127,3 +127,24 @@ def test_the_project_a_request_acts_in(app, client, whoami):
     assert client.get("/probe").get_json() == {"project": "later"}
     response = scoped.get("/probe")
     assert response.status_code == 404 and response.get_json()["code"] == "project_not_found"
+
+
+def test_options_needs_a_key_too(anonymous):
+    assert anonymous.options("/org/projects").status_code == 401
+
+
+def test_deleted_project_header_is_404(client):
+    gone = project(client, "gone")
+    client.delete(f"/org/projects/{gone['id']}")
+    response = client.get("/org/limits", headers={"X-Kernel-Project-Id": gone["id"]})
+    assert response.status_code == 404 and response.get_json()["code"] == "project_not_found"
+
+
+def test_plaintext_keys_never_reach_the_logs(app, client, caplog):
+    caplog.set_level("DEBUG")
+    created = client.post("/org/api_keys", json={"name": "k"}).get_json()
+    client_for(app, created["key"]).get("/org/limits")
+    cli = app.test_cli_runner().invoke(args=["orgs", "create", "--name", "Logged", "--owner-email", "l@l.test"])
+    cli_key = cli.output.strip().splitlines()[-1]
+    assert "app.requests" in {r.name for r in caplog.records}, "requests are logged"
+    assert created["key"] not in caplog.text and cli_key not in caplog.text

@@ -5,7 +5,8 @@ from tests.conftest import client_for
 
 
 def test_orgs_create_prints_the_key_alone_on_the_last_line(app):
-    result = app.test_cli_runner().invoke(args=["orgs", "create", "--name", "Initech", "--owner-email", "bill@initech.test"])
+    result = app.test_cli_runner().invoke(
+        args=["orgs", "create", "--name", "Initech", "--owner-email", "bill@initech.test"])
     assert result.exit_code == 0, result.output
     key = result.output.strip().splitlines()[-1]
     assert key.startswith("sk_") and " " not in key
@@ -40,3 +41,25 @@ def test_orgs_set_limit(app, owner_key):
 def test_db_upgrade_command(app):
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])
     assert result.exit_code == 0 and "applied 0 migration(s)" in result.output
+
+
+def test_orgs_issue_key_recovers_access(app, owner_key):
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["orgs", "issue-key", "--org", owner_key.org_id])
+    assert result.exit_code == 0, result.output
+    key = result.output.strip().splitlines()[-1]
+    listed = client_for(app, key).get("/org/api_keys?query=command").get_json()
+    assert listed[0]["created_by"]["email"] == "owner@acme.test"
+
+
+def test_orgs_create_validates_its_input(app):
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["orgs", "create", "--name", "X", "--owner-email", "not-an-email"]).exit_code != 0
+    assert runner.invoke(args=["orgs", "create", "--name", " ", "--owner-email", "a@b.test"]).exit_code != 0
+
+
+def test_set_limit_with_an_ambiguous_name_asks_for_the_id(app, make_org):
+    make_org("Twin", "a@twin.test")
+    make_org("Twin", "b@twin.test")
+    result = app.test_cli_runner().invoke(args=["orgs", "set-limit", "--org", "Twin", "--max-concurrent-sessions", "2"])
+    assert result.exit_code != 0 and "pass the id" in result.output

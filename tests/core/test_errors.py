@@ -72,3 +72,25 @@ def test_unexpected_exception_is_500_without_internals(app, client):
 ])
 def test_validation_details_flatten_nested_fields(messages, expected):
     assert validation_details(messages) == expected
+
+
+def test_body_less_post_and_delete_with_json_content_type_are_accepted(client):
+    key = client.post("/org/api_keys", json={"name": "k"}).get_json()
+    rotated = client.post(f"/org/api_keys/{key['id']}/rotate", data="", content_type="application/json")
+    assert rotated.status_code == 200
+    deleted = client.delete(f"/org/api_keys/{rotated.get_json()['id']}", data="", content_type="application/json")
+    assert deleted.status_code == 204
+
+
+def test_oversized_body_is_413_with_error_body(app, client):
+    app.config["MAX_CONTENT_LENGTH"] = 1024
+    response = client.post("/org/projects", data="x" * 2048, content_type="application/json")
+    assert_error_body(response, 413, "payload_too_large")
+
+
+def test_messages_with_braces_are_not_templates(app, client):
+    from flask_smorest import abort
+    boom = Blueprint("braces", __name__)
+    boom.route("/braces")(lambda: abort(409, message="{not a template}"))
+    app.register_blueprint(boom)
+    assert client.get("/braces").get_json()["message"] == "{not a template}"

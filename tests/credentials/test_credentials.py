@@ -77,7 +77,8 @@ def test_update_merges_values_after_removing_keys(app, client, owner_key):
     from app.core.db import db
     from app.credentials.models import Credential
     with app.app_context(), db.connection_context():
-        assert Credential.get_by_id(created["id"]).values == {"username": "ada", "password": "new", "email": "ada@x.test"}
+        stored = Credential.get_by_id(created["id"]).values
+    assert stored == {"username": "ada", "password": "new", "email": "ada@x.test"}
 
 
 def test_update_rename_and_sso_provider_clearing(client):

@@ -3,7 +3,6 @@ import os
 
 from cryptography.fernet import Fernet
 
-from app import create_app
 from app.core import crypto
 from app.core.db import db
 from app.credentials.models import Credential, CredentialProvider
@@ -36,14 +35,13 @@ def test_database_dump_holds_no_plaintext_secret(app, client):
         assert secret not in dump
 
 
-def test_rotation_re_encrypts_with_the_new_key(app, client, database_url):
+def test_rotation_re_encrypts_with_the_new_key(app, client, make_app):
     store_secrets(client)
     new_key = Fernet.generate_key().decode()
-    rotated_app = create_app({"TESTING": True, "DATABASE_URL": database_url,
-                              "ENCRYPTION_KEYS": [new_key, TEST_ENCRYPTION_KEY]})
+    rotated_app = make_app(ENCRYPTION_KEYS=[new_key, TEST_ENCRYPTION_KEY])
     result = rotated_app.test_cli_runner().invoke(args=["secrets", "rotate"])
     assert result.exit_code == 0 and "re-encrypted 3 value(s)" in result.output
-    only_new = create_app({"TESTING": True, "DATABASE_URL": database_url, "ENCRYPTION_KEYS": new_key})
+    only_new = make_app(ENCRYPTION_KEYS=new_key)
     with only_new.app_context(), db.connection_context():
         credential = Credential.get(Credential.name == "c")
         assert credential.values == {"password": SECRETS[0]}
@@ -59,9 +57,8 @@ def test_a_missing_key_is_generated_once_into_the_instance_folder(tmp_path):
     Fernet(first[0])
 
 
-def test_keys_may_be_a_comma_separated_string(database_url):
-    app = create_app({"TESTING": True, "DATABASE_URL": database_url,
-                      "ENCRYPTION_KEYS": f"{Fernet.generate_key().decode()}, {TEST_ENCRYPTION_KEY}"})
+def test_keys_may_be_a_comma_separated_string(make_app):
+    app = make_app(ENCRYPTION_KEYS=f"{Fernet.generate_key().decode()}, {TEST_ENCRYPTION_KEY}")
     with app.app_context():
         assert crypto.decrypt(crypto.encrypt("x")) == "x"
 

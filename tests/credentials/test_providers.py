@@ -4,8 +4,7 @@ import pytest
 from app.core import clock
 from app.core.db import db
 from app.credentials import providers
-from app.credentials.models import CredentialProvider
-from tests.conftest import client_for
+from tests.conftest import client_for, scoped_client
 
 
 @pytest.fixture
@@ -25,7 +24,8 @@ def test_create_get_list_update_delete(client, provider, connect):
     assert "token" not in created and connect.token not in str(created)
     assert client.get(f"/org/credential_providers/{created['id']}").get_json() == created
     assert [p["id"] for p in client.get("/org/credential_providers?query=TEAM").get_json()] == [created["id"]]
-    assert [p["id"] for p in client.get(f"/org/credential_providers?query={created['id']}").get_json()] == [created["id"]]
+    by_id = client.get(f"/org/credential_providers?query={created['id']}").get_json()
+    assert [p["id"] for p in by_id] == [created["id"]]
     assert client.get("/org/credential_providers?query=nothing").get_json() == []
     updated = client.patch(f"/org/credential_providers/{created['id']}",
                            json={"enabled": False, "priority": 5, "name": "renamed"}).get_json()
@@ -39,12 +39,12 @@ def test_provider_types_and_validation(client, provider):
     response = client.post("/org/credential_providers", json={"name": "x", "provider_type": "bitwarden", "token": "t"})
     assert response.status_code == 400
     assert "onepassword, vendorpassword" in response.get_json()["details"][0]["message"]
-    for body in ({"provider_type": "onepassword", "token": "t"}, {"name": " ", "provider_type": "onepassword", "token": "t"},
-                 {"name": "x", "provider_type": "onepassword"}, {"name": "x", "provider_type": "onepassword", "token": ""},
-                 {"name": "x", "provider_type": "onepassword", "token": "t", "url": "ftp://x"},
-                 {"name": "x", "provider_type": "onepassword", "token": "t", "enabled": "yes"}):
+    valid = {"name": "x", "provider_type": "onepassword", "token": "t"}
+    for body in ({"provider_type": "onepassword", "token": "t"}, {**valid, "name": " "},
+                 {"name": "x", "provider_type": "onepassword"}, {**valid, "token": ""},
+                 {**valid, "url": "ftp://x"}, {**valid, "enabled": "yes"}):
         assert client.post("/org/credential_providers", json=body).status_code == 400, body
-    duplicate = client.post("/org/credential_providers", json={"name": "spec", "provider_type": "onepassword", "token": "t"})
+    duplicate = client.post("/org/credential_providers", json={**valid, "name": "spec"})
     assert duplicate.status_code == 409 and duplicate.headers["x-should-retry"] == "false"
 
 
@@ -115,9 +115,10 @@ def test_changing_the_token_drops_the_cache(client, provider, connect):
 def test_project_scoped_keys_cannot_change_providers(app, client, provider):
     created = provider()
     project = client.post("/org/projects", json={"name": "p"}).get_json()
-    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": project["id"]}).get_json()["key"])
+    scoped = scoped_client(app, client, project["id"])
     assert scoped.get(f"/org/credential_providers/{created['id']}").status_code == 200
-    assert scoped.post("/org/credential_providers", json={"name": "x", "provider_type": "onepassword", "token": "t"}).status_code == 403
+    new = {"name": "x", "provider_type": "onepassword", "token": "t"}
+    assert scoped.post("/org/credential_providers", json=new).status_code == 403
     assert scoped.patch(f"/org/credential_providers/{created['id']}", json={"priority": 1}).status_code == 403
     assert scoped.delete(f"/org/credential_providers/{created['id']}").status_code == 403
 

@@ -51,3 +51,11 @@ def test_org_routes_carry_no_deprecation_headers(client):
 def test_sunset_instant_is_configuration(app, client, project):
     app.config["PROJECTS_ROUTES_SUNSET_AT"] = "2020-01-01T00:00:00Z"
     assert client.get("/projects").status_code == 410
+
+
+def test_successor_link_is_quoted(client):
+    clock.freeze(clock.parse_rfc3339("2026-01-01T00:00:00Z"))
+    response = client.get('/projects/日本>; rel="x/limits')
+    assert response.status_code == 404
+    quoted = "/org/projects/%E6%97%A5%E6%9C%AC%3E%3B%20rel%3D%22x/limits"
+    assert response.headers["Link"] == f'<{quoted}>; rel="successor-version"'

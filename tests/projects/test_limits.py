@@ -1,7 +1,7 @@
 """Project limits and organization limits (spec parts 2 and 8, contract 6.2)."""
 from app.core.db import db
 from app.orgs.models import Organization
-from tests.conftest import client_for
+from tests.conftest import scoped_client
 
 EMPTY = {"max_concurrent_sessions": None, "max_concurrent_invocations": None, "max_pooled_sessions": None}
 
@@ -84,6 +84,6 @@ def test_unlimited_org_has_no_available_figure(app, owner_key, client):
 
 def test_scoped_key_reads_but_cannot_change_org_limits(app, client):
     project = client.post("/org/projects", json={"name": "p"}).get_json()
-    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": project["id"]}).get_json()["key"])
+    scoped = scoped_client(app, client, project["id"])
     assert scoped.get("/org/limits").status_code == 200
     assert scoped.patch("/org/limits", json={"default_project_max_concurrent_sessions": 1}).status_code == 403

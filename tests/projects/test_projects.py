@@ -1,6 +1,6 @@
 """Projects: create, list, get, update, soft delete (contract 6.2)."""
 from app.core import clock
-from tests.conftest import client_for
+from tests.conftest import client_for, scoped_client
 
 
 def create(client, name):
@@ -140,7 +140,7 @@ def test_deleting_the_default_project_moves_the_default(client):
 def test_project_scoped_keys_cannot_administer_projects(app, client):
     project = create(client, "mine")
     other = create(client, "theirs")
-    scoped = client_for(app, client.post("/org/api_keys", json={"name": "k", "project_id": project["id"]}).get_json()["key"])
+    scoped = scoped_client(app, client, project["id"])
     assert [p["name"] for p in scoped.get("/org/projects").get_json()] == ["mine"]
     assert scoped.get(f"/org/projects/{project['id']}").status_code == 200
     assert scoped.get(f"/org/projects/{other['id']}").status_code == 404
@@ -161,7 +161,7 @@ def test_concurrent_deletes_never_remove_the_last_active_project(app, owner_key,
         barrier = threading.Barrier(len(projects))
         statuses = []
 
-        def delete(project_id):
+        def delete(project_id, barrier=barrier, statuses=statuses):
             own_client = client_for(app, owner_key.plaintext)
             barrier.wait()
             statuses.append(own_client.delete(f"/org/projects/{project_id}").status_code)
@@ -173,3 +173,48 @@ def test_concurrent_deletes_never_remove_the_last_active_project(app, owner_key,
             t.join()
         assert sorted(statuses) == [204, 204, 409]
         assert len(client.get("/org/projects").get_json()) == 1
+
+
+def test_names_whose_folded_form_is_too_long_are_400(client):
+    response = client.post("/org/projects", json={"name": "ß" * 200})
+    assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "name"
+
+
+def test_a_stale_row_never_puts_back_what_another_request_changed(app, client):
+    from app.core.db import db
+    from app.orgs.models import ApiKey
+
+    key = client.post("/org/api_keys", json={"name": "k"}).get_json()
+    with app.app_context(), db.connection_context():
+        stale = ApiKey.get_by_id(key["id"])
+    client.delete(f"/org/api_keys/{key['id']}")
+    with app.app_context(), db.connection_context():
+        stale.rename("renamed late")
+    assert client.get(f"/org/api_keys/{key['id']}").status_code == 404
+    assert client.get(f"/org/api_keys/{key['id']}?include_deleted=true").get_json()["name"] == "renamed late"
+
+
+def test_a_key_is_never_left_live_in_a_deleted_project(app, owner_key, client):
+    import threading
+
+    for round_ in range(4):
+        project = create(client, f"contested-{round_}")
+        barrier = threading.Barrier(2)
+        results = {}
+
+        def run(name, call, barrier=barrier, results=results):
+            own = client_for(app, owner_key.plaintext)
+            barrier.wait()
+            results[name] = call(own)
+
+        threads = [
+            threading.Thread(target=run, args=("key", lambda c, p=project: c.post(
+                "/org/api_keys", json={"name": "late", "project_id": p["id"]}).status_code)),
+            threading.Thread(target=run, args=("delete", lambda c, p=project: c.delete(
+                f"/org/projects/{p['id']}").status_code)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results.values()) in ([201, 409], [204, 400]), results

@@ -66,7 +66,8 @@ def test_update_renames_archives_and_reactivates(sdk):
     assert sdk.projects.update(created.id) == sdk.projects.retrieve(created.id)  # empty body: unchanged fields
 
 
-@pytest.mark.parametrize("name", ["", "   ", "a/b", "50%", "x" * 256], ids=["empty", "blank", "slash", "percent", "long"])
+@pytest.mark.parametrize("name", ["", "   ", "a/b", "50%", "x" * 256],
+                         ids=["empty", "blank", "slash", "percent", "long"])
 def test_invalid_names_are_rejected(sdk, name):
     with pytest.raises(kernel.BadRequestError) as caught:
         sdk.projects.create(name=name)
