@@ -446,3 +446,12 @@ def test_a_key_scoped_to_an_archived_project_stops_working_until_reactivated(sdk
     assert caught.value.body["code"] == "project_not_found"
     sdk.projects.update(project.id, status="active")
     assert scoped.api_keys.retrieve(key.id).id == key.id
+
+
+def test_plaintext_keys_never_reach_the_server_log(sdk, make_client, live_server):
+    created = sdk.api_keys.create(name=unique("logged"))
+    make_client(created.key).organization.limits.retrieve()
+    rotated = sdk.api_keys.rotate(created.id)
+    log = live_server.log_path.read_text()
+    assert "GET /org/limits 200" in log, "requests are logged"
+    assert created.key not in log and rotated.key not in log and live_server.api_key not in log
