@@ -30,6 +30,22 @@ class Name(ma.fields.String):
         return name
 
 
+class PathName(Name):
+    """A name that addresses its resource in a URL path segment (`/things/{id_or_name}`).
+
+    A "/" would arrive as a second path segment, so the resource could never be
+    reached by name; such names are refused up front.
+    """
+
+    forbidden = "/"
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        name = super()._deserialize(value, attr, data, **kwargs)
+        if any(c in name for c in self.forbidden):
+            raise ma.ValidationError("A name may not contain " + " or ".join(repr(c) for c in self.forbidden) + ".")
+        return name
+
+
 class JsonInteger(ma.fields.Integer):
     """An integer in a JSON body: 2.5 and "3" are refused, never rounded or parsed."""
 

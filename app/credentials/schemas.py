@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import JsonBoolean, JsonInteger, Name, UtcDateTime
+from app.core.fields import JsonBoolean, JsonInteger, Name, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.credentials import totp
 from app.credentials.providers import host_of
@@ -58,13 +58,13 @@ class TotpInputSchema(ma.Schema):
 
 class CredentialCreateSchema(TotpInputSchema):
     domain = Domain(required=True)
-    name = Name(required=True)
+    name = PathName(required=True)
     values = values_field(required=True)
     sso_provider = ma.fields.String(validate=validate.Length(max=255))
 
 
 class CredentialUpdateSchema(TotpInputSchema):
-    name = Name()
+    name = PathName()
     values = values_field()
     remove_value_keys = ma.fields.List(ma.fields.String(), metadata={"description": "removed before values merge"})
     sso_provider = ma.fields.String(allow_none=True, validate=validate.Length(max=255),

@@ -4,7 +4,7 @@ from flask.views import MethodView
 
 from app.core.api import Blueprint
 from app.core.auth import require_org_wide_key
-from app.core.errors import ApiError
+from app.core.errors import NO_RETRY, ApiError
 from app.core.paging import PAGE_HEADERS, page
 from app.credentials import providers, schemas
 from app.credentials.connect import ConnectError
@@ -133,5 +133,7 @@ class CredentialProviderItems(MethodView):
         try:
             return {"items": providers.provider_items(CredentialProvider.lookup(g.org.id, provider_id))}
         except ConnectError as error:
+            # A rejected token stays rejected; an unreachable provider may come back.
             raise ApiError(502, "credential_provider_error", error.message,
-                           inner_error={"code": error.kind, "message": error.message}) from None
+                           inner_error={"code": error.kind, "message": error.message},
+                           headers=NO_RETRY if error.kind == "unauthorized" else None) from None

@@ -2,14 +2,15 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import JsonInteger, Name, UtcDateTime
+from app.core.fields import JsonInteger, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.projects.models import ACTIVE, ARCHIVED
 
 
-def no_slash_or_percent(name):
-    if "/" in name or "%" in name:
-        raise ma.ValidationError("A project name may not contain '/' or '%'.")
+class ProjectName(PathName):
+    """Project names also refuse "%" (contract 6.2)."""
+
+    forbidden = "/%"
 
 
 class ProjectSchema(ma.Schema):
@@ -21,11 +22,11 @@ class ProjectSchema(ma.Schema):
 
 
 class ProjectCreateSchema(ma.Schema):
-    name = Name(required=True, validate=[validate.Length(1, 255), no_slash_or_percent])
+    name = ProjectName(required=True)
 
 
 class ProjectUpdateSchema(ma.Schema):
-    name = Name(validate=[validate.Length(1, 255), no_slash_or_percent])
+    name = ProjectName()
     status = ma.fields.String(validate=validate.OneOf([ACTIVE, ARCHIVED]))
 
 

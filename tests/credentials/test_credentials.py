@@ -124,3 +124,10 @@ def test_scoped_key_works_in_its_project(app, client):
     assert scoped.post("/credentials", json=LOGIN).status_code == 201
     assert client.get("/credentials").get_json() == []
     assert len(client.get("/credentials", headers={"X-Kernel-Project": "scoped"}).get_json()) == 1
+
+
+def test_names_with_a_slash_are_refused(client):
+    response = client.post("/credentials", json={**LOGIN, "name": "team/github"})
+    assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "name"
+    create(client)
+    assert client.patch("/credentials/example-login", json={"name": "a/b"}).status_code == 400
