@@ -1,5 +1,7 @@
 """Fixtures: an app on a clean database (SQLite, or Postgres with TEST_DATABASE_URL)."""
 import os
+import socket
+import uuid
 
 import pytest
 
@@ -7,6 +9,7 @@ from app import create_app
 from app.core import clock, migrations
 from app.core.db import db, open_database
 from app.orgs.onboarding import create_organization
+from tests.connect_server import FakeConnect
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
 TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
@@ -105,3 +108,20 @@ def client(app, owner_key):
 @pytest.fixture
 def anonymous(app):
     return app.test_client()
+
+
+@pytest.fixture
+def connect():
+    """A 1Password Connect look-alike on 127.0.0.1 with a token of its own."""
+    server = FakeConnect(token=f"connect-token-{uuid.uuid4().hex[:8]}").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closed_port_url():
+    """A 127.0.0.1 URL where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

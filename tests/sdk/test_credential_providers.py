@@ -3,32 +3,13 @@
 The server reaches a 1Password Connect look-alike started in this process on
 127.0.0.1 through the provider's `url` (a Lantern extension, sent with extra_body).
 """
-import socket
-
 import httpx
 import kernel
 import pytest
 from kernel.types import CredentialProvider, CredentialProviderTestResult
 from kernel.types.credential_provider_list_items_response import CredentialProviderListItemsResponse
 
-from tests.connect_server import FakeConnect
 from tests.sdk.conftest import unique
-
-
-@pytest.fixture
-def connect():
-    server = FakeConnect(token=unique("connect-token")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def closed_port_url():
-    """A 127.0.0.1 URL where nothing listens."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
