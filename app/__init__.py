@@ -5,7 +5,7 @@ from flask import Flask
 
 from app import config
 from app.core import api as core_api
-from app.core import auth, crypto, db, errors, requestlog
+from app.core import auth, blobs, crypto, db, errors, requestlog
 
 
 def create_app(test_config=None):
@@ -20,6 +20,7 @@ def create_app(test_config=None):
 
     db.init_app(app)
     crypto.init_app(app)
+    blobs.init_app(app)
     requestlog.init_app(app)
     auth.init_app(app)
     api = core_api.Api(app)
@@ -31,10 +32,13 @@ def create_app(test_config=None):
 
 def register_blueprints(api):
     from app.credentials.views import credentials_blp, providers_blp
+    from app.extensions.views import blp as extensions_blp
     from app.orgs.views import api_keys_blp, org_limits_blp
+    from app.profiles.views import blp as profiles_blp
     from app.projects.views import legacy_blp, projects_blp
 
-    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp):
+    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
+                      profiles_blp, extensions_blp):
         api.register_blueprint(blueprint)
 
 

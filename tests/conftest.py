@@ -9,7 +9,7 @@ from app import create_app
 from app.core import clock, migrations
 from app.core.db import db, open_database
 from app.orgs.onboarding import create_organization
-from tests.connect_server import FakeConnect
+from tests.fakes import FakeConnect
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
 TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
@@ -48,12 +48,12 @@ def empty_all_tables(database):
 
 
 @pytest.fixture
-def make_app(database_url):
+def make_app(database_url, tmp_path):
     """make_app(**config) -> another app on the test database; its connections are closed after the test."""
     made = []
 
     def make(**config):
-        made.append(create_app({"TESTING": True, "DATABASE_URL": database_url,
+        made.append(create_app({"TESTING": True, "DATABASE_URL": database_url, "BLOB_DIR": str(tmp_path / "blobs"),
                                 "ENCRYPTION_KEYS": [TEST_ENCRYPTION_KEY], **config}))
         return made[-1]
 

@@ -64,11 +64,13 @@ def postgres_schema(url, schema, *, create):
             connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
 
 
-def server_env(database_url):
+def server_env(database_url, workdir):
+    """The server's environment: its database, and blobs in `workdir` (never the repo's instance/)."""
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("LANTERN_", "KERNEL_"))}
     env.update(SERVER_SETTINGS)
     env["LANTERN_DATABASE_URL"] = database_url
+    env["LANTERN_BLOB_DIR"] = str(Path(workdir) / "blobs")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

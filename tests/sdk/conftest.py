@@ -48,7 +48,7 @@ def live_server(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch, private_database(workdir) as database_url:
         # The SDK would add these headers to every request of every client.
         patch.delenv("KERNEL_CUSTOM_HEADERS", raising=False)
-        env = server_env(database_url)
+        env = server_env(database_url, workdir)
         run_cli(env, "db", "upgrade")
         output = run_cli(env, "orgs", "create", "--name", "SDK shared", "--owner-email", OWNER_EMAIL)
         api_key = output.strip().splitlines()[-1].strip()  # printed alone on the last line

@@ -1,0 +1,1 @@
+"""Browser extensions: ZIP archives uploaded once and loaded into browser sessions."""

@@ -1,0 +1,59 @@
+"""An uploaded extension: its metadata here, its bytes in the blob store."""
+from peewee import BigIntegerField, CharField, ForeignKeyField
+
+from app.core import blobs, clock
+from app.core.blobs import BlobRefField
+from app.core.db import BaseModel, UtcDateTimeField, save_or_conflict
+from app.core.errors import conflict, not_found
+from app.core.ids import new_id
+from app.projects.models import Project
+from app.projects.resources import active_resource_counter
+
+
+class Extension(BaseModel):
+    id = CharField(primary_key=True, default=new_id)
+    project = ForeignKeyField(Project, backref="extensions", on_delete="CASCADE")
+    # Optional; unique per project when set.
+    name = CharField(null=True)
+    # SHA-256 of the uploaded bytes: the checksum clients see, and the blob's name.
+    checksum = BlobRefField()
+    size_bytes = BigIntegerField()
+    created_at = UtcDateTimeField(default=clock.now)
+    last_used_at = UtcDateTimeField(null=True)
+
+    @classmethod
+    def lookup(cls, project, id_or_name):
+        extension = (cls.get_or_none((cls.project == project) & (cls.id == id_or_name))
+                     or cls.get_or_none((cls.project == project) & (cls.name == id_or_name)))
+        if extension is None:
+            raise not_found(f"Extension {id_or_name!r} not found.")
+        return extension
+
+    @classmethod
+    def record(cls, project, name, checksum, size_bytes):
+        """The row for a validated upload whose bytes are already in the blob store.
+
+        On a name clash the blob is released again, so nothing is left half-stored.
+        """
+        extension = cls(project=project, name=name, checksum=checksum, size_bytes=size_bytes)
+        try:
+            save_or_conflict(extension, conflict("extension_name_taken",
+                                                 f"An extension named {name!r} already exists in this project."),
+                             force_insert=True)
+        except Exception:
+            blobs.release(BaseModel, checksum)
+            raise
+        return extension
+
+    @property
+    def path(self):
+        return blobs.store().path(self.checksum)
+
+    def delete_with_archive(self):
+        self.delete_instance()
+        blobs.release(BaseModel, self.checksum)
+
+
+@active_resource_counter("extensions")
+def project_extensions(project):
+    return Extension.select().where(Extension.project == project.id).count()

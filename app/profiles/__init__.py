@@ -1,0 +1,1 @@
+"""Browser profiles: named, stored browser state (cookies and local storage)."""

@@ -1,0 +1,37 @@
+"""Request and response shapes of profiles (contract 6.4)."""
+import marshmallow as ma
+from marshmallow import validate
+
+from app.core.fields import UtcDateTime
+from app.core.paging import PageArgsSchema
+
+# The rule a browser session's `profile.name` follows, so every name is usable there.
+PROFILE_NAME = validate.Regexp(r"^[A-Za-z0-9._-]{1,255}$",
+                               error="A profile name is 1 to 255 letters, digits, '.', '_' or '-'.")
+
+
+class ProfileSchema(ma.Schema):
+    id = ma.fields.String()
+    name = ma.fields.String(allow_none=True)
+    created_at = UtcDateTime()
+    updated_at = UtcDateTime()
+    last_used_at = UtcDateTime(allow_none=True)
+
+
+class ProfileCreateSchema(ma.Schema):
+    name = ma.fields.String(validate=PROFILE_NAME)
+
+
+class ProfileUpdateSchema(ma.Schema):
+    name = ma.fields.String(required=True, validate=PROFILE_NAME)
+
+
+class ProfileListArgsSchema(PageArgsSchema):
+    name = ma.fields.String(metadata={"description": "exact name"})
+    query = ma.fields.String(metadata={"description": "substring of the name; exact id"})
+
+
+class ProfileDownloadArgsSchema(ma.Schema):
+    format = ma.fields.String(validate=validate.OneOf(["tar.zst", "tar"]),
+                              metadata={"description": "accepted for compatibility; Lantern profiles are "
+                                                       "JSON storage states and always download as JSON"})

@@ -1,0 +1,109 @@
+"""Look-alikes of outside services served on 127.0.0.1, so the real HTTP client code is exercised."""
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+
+class LocalServer:
+    """A threaded HTTP server on a free 127.0.0.1 port; subclasses implement `get(handler)`."""
+
+    def __init__(self):
+        self.paths = []
+        self._server = None
+
+    @property
+    def url(self):
+        host, port = self._server.server_address
+        return f"http://{host}:{port}"
+
+    def start(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                fake.paths.append(self.path)
+                fake.get(self)
+
+            def answer(self, status, body, content_type="application/json"):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FakeChromeStore(LocalServer):
+    """Serves CRX files by extension id at /crx?id=<id>; unknown ids answer 204 like the real store."""
+
+    def __init__(self):
+        super().__init__()
+        self.crx = {}
+
+    def get(self, handler):
+        ext_id = parse_qs(urlparse(handler.path).query).get("id", [""])[0]
+        if ext_id in self.crx:
+            return handler.answer(200, self.crx[ext_id], content_type="application/x-chrome-extension")
+        handler.answer(204, b"")
+
+
+class FakeConnect(LocalServer):
+    """Vaults holding items with fields and URLs; a wrong token answers 401; `delay` slows every answer."""
+
+    def __init__(self, token="connect-token"):
+        super().__init__()
+        self.token = token
+        self.vaults = {}
+        self.delay = 0.0
+
+    def add_vault(self, name):
+        vault_id = uuid.uuid4().hex[:26]
+        self.vaults[vault_id] = {"id": vault_id, "name": name, "items": {}}
+        return vault_id
+
+    def add_login(self, vault_id, title, urls, username="user", password="pw", otp=None):
+        item_id = uuid.uuid4().hex[:26]
+        fields = [{"id": "username", "type": "STRING", "purpose": "USERNAME", "label": "username", "value": username},
+                  {"id": "password", "type": "CONCEALED", "purpose": "PASSWORD", "label": "password",
+                   "value": password}]
+        if otp:
+            fields.append({"id": "totp", "type": "OTP", "label": "one-time password", "value": otp})
+        self.vaults[vault_id]["items"][item_id] = {
+            "id": item_id, "title": title, "category": "LOGIN", "vault": {"id": vault_id},
+            "urls": [{"primary": i == 0, "href": url} for i, url in enumerate(urls)], "fields": fields,
+        }
+        return item_id
+
+    def get(self, handler):
+        if self.delay:
+            time.sleep(self.delay)
+        if handler.headers.get("Authorization") != f"Bearer {self.token}":
+            return handler.answer(401, {"status": 401, "message": "Invalid bearer token"})
+        parts = handler.path.strip("/").split("/")
+        if parts[:2] != ["v1", "vaults"]:
+            return handler.answer(404, {"status": 404, "message": "not found"})
+        if len(parts) == 2:
+            return handler.answer(200, [{"id": v["id"], "name": v["name"]} for v in self.vaults.values()])
+        vault = self.vaults.get(parts[2])
+        if vault is None or len(parts) < 4 or parts[3] != "items":
+            return handler.answer(404, {"status": 404, "message": "vault not found"})
+        if len(parts) == 4:
+            summaries = [{k: v for k, v in item.items() if k != "fields"} for item in vault["items"].values()]
+            return handler.answer(200, summaries)
+        item = vault["items"].get(parts[4])
+        return handler.answer(200, item) if item else handler.answer(404, {"status": 404, "message": "no item"})
