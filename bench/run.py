@@ -83,7 +83,7 @@ def main():
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
-        env = server_env(database_url)
+        env = server_env(database_url, workdir)
         run_cli(env, "db", "upgrade")
         output = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "bench@example.test")
         api_key = output.strip().splitlines()[-1]
