@@ -70,6 +70,9 @@ class FakeConnect(LocalServer):
         self.token = token
         self.vaults = {}
         self.delay = 0.0
+        # When set: every answer is a 302 to this URL, or this raw body instead of the vault list.
+        self.redirect_to = None
+        self.vaults_body = None
 
     def add_vault(self, name):
         vault_id = uuid.uuid4().hex[:26]
@@ -92,12 +95,19 @@ class FakeConnect(LocalServer):
     def get(self, handler):
         if self.delay:
             time.sleep(self.delay)
+        if self.redirect_to:
+            handler.send_response(302)
+            handler.send_header("Location", self.redirect_to + handler.path)
+            handler.send_header("Content-Length", "0")
+            return handler.end_headers()
         if handler.headers.get("Authorization") != f"Bearer {self.token}":
             return handler.answer(401, {"status": 401, "message": "Invalid bearer token"})
         parts = handler.path.strip("/").split("/")
         if parts[:2] != ["v1", "vaults"]:
             return handler.answer(404, {"status": 404, "message": "not found"})
         if len(parts) == 2:
+            if self.vaults_body is not None:
+                return handler.answer(200, self.vaults_body)
             return handler.answer(200, [{"id": v["id"], "name": v["name"]} for v in self.vaults.values()])
         vault = self.vaults.get(parts[2])
         if vault is None or len(parts) < 4 or parts[3] != "items":

@@ -24,9 +24,14 @@ class CiphertextField(TextField):
 def configured_keys(app):
     """ENCRYPTION_KEYS as a list (a list, or one comma-separated string); else the instance file."""
     keys = app.config.get("ENCRYPTION_KEYS")
+    if keys is None:
+        return load_or_create_key_file(os.path.join(app.instance_path, KEY_FILE))
     if isinstance(keys, str):
         keys = [k.strip() for k in keys.split(",") if k.strip()]
-    return list(keys) if keys else load_or_create_key_file(os.path.join(app.instance_path, KEY_FILE))
+    if not keys:
+        # An empty setting is a mistake (a variable set to ""), not a request for a new key.
+        raise RuntimeError("ENCRYPTION_KEYS is set but empty; give at least one Fernet key or unset it.")
+    return list(keys)
 
 
 def load_or_create_key_file(path):
@@ -71,7 +76,10 @@ class Vault:
 
     def rotate(self, ciphertext):
         """The same plaintext, encrypted with the newest key."""
-        return self._fernet.rotate(ciphertext.encode()).decode()
+        try:
+            return self._fernet.rotate(ciphertext.encode()).decode()
+        except InvalidToken:
+            raise RuntimeError("stored ciphertext does not decrypt with any configured encryption key") from None
 
 
 def init_app(app):
@@ -102,11 +110,16 @@ def ciphertext_columns(base):
 
 
 def rotate_all(base):
-    """Re-encrypt every stored ciphertext with the newest key; returns the number of values."""
+    """Re-encrypt every stored ciphertext with the newest key; returns the number of values.
+
+    Each update applies only if the value is still the one read, so a secret
+    written meanwhile is never replaced by the re-encrypted older one (it was
+    encrypted with the newest key anyway).
+    """
     count = 0
     for model, field in ciphertext_columns(base):
         pk = model._meta.primary_key
         for row_id, value in model.select(pk, field).where(field.is_null(False)).tuples():
-            model.update({field: _vault().rotate(value)}).where(pk == row_id).execute()
-            count += 1
+            count += (model.update({field: _vault().rotate(value)})
+                      .where((pk == row_id) & (field == value)).execute())
     return count

@@ -1,5 +1,6 @@
 """Text folding for names that compare case- and accent-insensitively."""
 import unicodedata
+from urllib.parse import urlparse
 
 
 def fold(text):
@@ -11,3 +12,13 @@ def fold(text):
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
     return stripped.casefold()
+
+
+def host_of(url_or_host):
+    """The host a URL or bare host name names: lower case, no port, no trailing dot, no "www."."""
+    try:
+        host = urlparse(url_or_host if "://" in url_or_host else f"//{url_or_host}").hostname or ""
+    except ValueError:
+        return ""
+    host = host.lower().rstrip(".")
+    return host.removeprefix("www.")

@@ -5,9 +5,10 @@ from peewee import BooleanField, CharField, ForeignKeyField, IntegerField, TextF
 
 from app.core import clock, crypto
 from app.core.crypto import CiphertextField
-from app.core.db import BaseModel, UtcDateTimeField, save_or_conflict
+from app.core.db import BaseModel, UtcDateTimeField, exclusive, save_or_conflict
 from app.core.errors import bad_request, conflict, not_found
 from app.core.ids import new_id
+from app.core.text import fold
 from app.credentials import totp
 from app.orgs.models import Organization
 from app.projects.models import Project
@@ -46,12 +47,27 @@ class Credential(BaseModel):
         credential = cls(project=project, name=fields["name"], domain=fields["domain"],
                          sso_provider=fields.get("sso_provider") or None)
         credential.set_values(fields["values"])
+        if fields.get("totp_secret") == "":
+            raise bad_request("totp_secret may not be empty; leave it out for a credential without TOTP.",
+                              field="totp_secret")
         credential._apply_totp_changes(fields)
         credential.save_unique(force_insert=True)
         return credential
 
     def apply_update(self, changes):
-        """Merge semantics: remove_value_keys first, then values; "" clears sso_provider and totp_secret."""
+        """Merge semantics: remove_value_keys first, then values; "" clears sso_provider and totp_secret.
+
+        Runs on the row as committed, read under a lock, so two concurrent merges of
+        `values` both land. Returns the credential as saved.
+        """
+        with exclusive(self):
+            current = Credential.get_or_none(Credential.id == self.id)
+            if current is None:
+                raise not_found(f"Credential {self.name!r} not found.")
+            current._merge(changes)
+        return current
+
+    def _merge(self, changes):
         if "name" in changes:
             self.name = changes["name"]
         if "values" in changes or "remove_value_keys" in changes:
@@ -66,11 +82,16 @@ class Credential(BaseModel):
         self.save_unique()
 
     def _apply_totp_changes(self, fields):
+        """A secret (with optional settings), "" to remove it, or settings alone for the stored secret."""
         metadata = {"algorithm": fields.get("totp_algorithm"), "digits": fields.get("totp_digits"),
                     "period": fields.get("totp_period")}
-        if fields.get("totp_secret") or (fields.get("totp_secret") == "" and self.has_totp_secret):
+        given = any(value is not None for value in metadata.values())
+        if fields.get("totp_secret") == "" and given:
+            raise bad_request("totp_secret \"\" removes the secret; it cannot be combined with TOTP settings.",
+                              field="totp_secret")
+        if "totp_secret" in fields:
             self.set_totp(fields["totp_secret"], **metadata)
-        elif any(value is not None for value in metadata.values()):
+        elif given:
             self.change_totp_metadata(**metadata)
 
     @property
@@ -106,8 +127,7 @@ class Credential(BaseModel):
             return
         parsed = totp.parse_secret(secret)
         totp.validate_metadata(algorithm, digits, period)
-        from_uri = secret.lower().startswith("otpauth://")
-        keep = {} if from_uri else {"algorithm": self.totp_algorithm, "digits": self.totp_digits,
+        keep = {} if parsed["from_uri"] else {"algorithm": self.totp_algorithm, "digits": self.totp_digits,
                                     "period": self.totp_period}
         self.totp_secret_ciphertext = crypto.encrypt(parsed["secret"])
         self.totp_algorithm = parsed.get("algorithm") or algorithm or keep.get("algorithm") or totp.DEFAULT_ALGORITHM
@@ -154,6 +174,9 @@ class CredentialProvider(BaseModel):
     id = CharField(primary_key=True, default=new_id)
     org = ForeignKeyField(Organization, backref="credential_providers", on_delete="CASCADE")
     name = CharField()
+    # fold(name): unique per organization, and what `query` searches, so both are
+    # case- and accent-insensitive on SQLite and Postgres alike.
+    name_key = CharField()
     provider_type = CharField()
     # None: the configured default Connect server.
     url = CharField(null=True)
@@ -181,6 +204,7 @@ class CredentialProvider(BaseModel):
         self.token_ciphertext = crypto.encrypt(value)
 
     def save_unique(self, *, force_insert=False):
+        self.name_key = fold(self.name)
         self.updated_at = clock.now()
         save_or_conflict(self, conflict("credential_provider_name_taken",
                                         f"A credential provider named {self.name!r} already exists."),

@@ -1,12 +1,17 @@
 """What Lantern asks of credential providers: a test, their items, and logins by domain."""
+import logging
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from flask import current_app
 
 from app.core import clock
+from app.core.text import host_of
 from app.credentials.connect import ConnectClient, ConnectError
 from app.credentials.models import CredentialProvider
+
+logger = logging.getLogger(__name__)
+# Categories whose items hold a login; other items (notes, cards) never answer a lookup.
+LOGIN_CATEGORIES = {"LOGIN", "PASSWORD", None}
 
 # Provider answers by provider id: (fingerprint, fetched_at, items). Per process.
 _item_cache = {}
@@ -40,11 +45,12 @@ def provider_items(provider):
     items = []
     for vault in client.vaults():
         for item in client.items(vault["id"]):
+            title = item.get("title") if isinstance(item.get("title"), str) else ""
+            urls = item.get("urls") if isinstance(item.get("urls"), list) else []
             items.append({
-                "id": item["id"], "title": item.get("title", ""),
-                "path": f"{vault['name']}/{item.get('title', '')}",
-                "vault_id": vault["id"], "vault_name": vault["name"],
-                "urls": [u["href"] for u in item.get("urls") or [] if u.get("href")],
+                "id": item["id"], "title": title, "path": f"{vault['name']}/{title}",
+                "vault_id": vault["id"], "vault_name": vault["name"], "category": item.get("category"),
+                "urls": [u["href"] for u in urls if isinstance(u, dict) and isinstance(u.get("href"), str)],
             })
     _item_cache[provider.id] = (fingerprint, now, items)
     return items
@@ -71,15 +77,11 @@ class AmbiguousLogin(Exception):
         self.items = items
 
 
-def host_of(url_or_host):
-    host = urlparse(url_or_host if "://" in url_or_host else f"//{url_or_host}").hostname or ""
-    host = host.lower().rstrip(".")
-    return host[4:] if host.startswith("www.") else host
-
-
 def match_strength(domain, item):
     """2 for an item URL on exactly this host, 1 for a parent domain of it, 0 otherwise."""
     best = 0
+    if item.get("category") not in LOGIN_CATEGORIES:
+        return 0
     for url in item["urls"]:
         host = host_of(url)
         if host == domain:
@@ -92,9 +94,9 @@ def match_strength(domain, item):
 def find_login(org, domain):
     """The login for `domain` from the first enabled provider (by priority) that has one.
 
-    Exact host matches win over parent-domain matches; a tie raises
-    AmbiguousLogin rather than guessing. None when no provider has a match.
-    Providers that cannot be reached are skipped.
+    Within a provider, exact host matches win over parent-domain matches; a tie
+    raises AmbiguousLogin rather than guessing. None when no provider has a match.
+    Providers that cannot answer are skipped (and logged).
     """
     domain = host_of(domain)
     providers = (CredentialProvider.select()
@@ -103,7 +105,8 @@ def find_login(org, domain):
     for provider in providers:
         try:
             items = provider_items(provider)
-        except ConnectError:
+        except ConnectError as error:
+            logger.warning("credential provider %s skipped in lookup: %s", provider.id, error.message)
             continue
         scored = [(match_strength(domain, item), item) for item in items]
         best = max((score for score, _ in scored), default=0)
@@ -112,17 +115,20 @@ def find_login(org, domain):
         winners = [item for score, item in scored if score == best]
         if len(winners) > 1:
             raise AmbiguousLogin(domain, winners)
-        return fetch_login(provider, winners[0])
+        try:
+            return fetch_login(provider, winners[0])
+        except ConnectError as error:
+            logger.warning("credential provider %s skipped in lookup: %s", provider.id, error.message)
     return None
 
 
 def fetch_login(provider, item):
     """The username, password and TOTP secret of one item, fetched fresh (never cached)."""
     detail = client_for(provider).item(item["vault_id"], item["id"])
-    fields = detail.get("fields") or []
+    fields = [f for f in detail.get("fields") or [] if isinstance(f, dict)]
 
     def first(predicate):
-        return next((f.get("value") for f in fields if predicate(f) and f.get("value")), None)
+        return next((f["value"] for f in fields if predicate(f) and isinstance(f.get("value"), str)), None)
 
     return Login(
         provider=provider, item=item,

@@ -4,8 +4,8 @@ from marshmallow import validate
 
 from app.core.fields import JsonBoolean, JsonInteger, Name, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
+from app.core.text import host_of
 from app.credentials import totp
-from app.credentials.providers import host_of
 
 PROVIDER_TYPES = ("onepassword", "vendorpassword")
 
@@ -15,7 +15,7 @@ class Domain(ma.fields.String):
 
     def _deserialize(self, value, attr, data, **kwargs):
         host = host_of(super()._deserialize(value, attr, data, **kwargs).strip())
-        if not host or " " in host:
+        if not host or " " in host or len(host) > 253:
             raise ma.ValidationError("Not a valid domain.")
         return host
 
@@ -94,8 +94,16 @@ class CredentialProviderSchema(ma.Schema):
 
 
 class ProviderUrl(ma.fields.Url):
+    """The Connect server: http(s), at most 255 characters, no user:password (it would be echoed back)."""
+
     def __init__(self, **kwargs):
-        super().__init__(schemes={"http", "https"}, require_tld=False, **kwargs)
+        super().__init__(schemes={"http", "https"}, require_tld=False, validate=validate.Length(max=255), **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        url = super()._deserialize(value, attr, data, **kwargs)
+        if url and "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+            raise ma.ValidationError("Put credentials in token, not in the URL.")
+        return url
 
 
 class CredentialProviderCreateSchema(ma.Schema):

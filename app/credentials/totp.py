@@ -4,7 +4,7 @@ import binascii
 import calendar
 import hashlib
 from datetime import timedelta
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, urlparse
 
 import pyotp
 
@@ -33,14 +33,14 @@ def normalize_base32(secret, field="totp_secret"):
 def parse_secret(value):
     """A raw base32 secret -> {"secret"}; an otpauth://totp/ URI -> its secret and the parameters it names."""
     if not value.lower().startswith("otpauth://"):
-        return {"secret": normalize_base32(value)}
+        return {"secret": normalize_base32(value), "from_uri": False}
     uri = urlparse(value)
     if uri.netloc.lower() != "totp":
         raise bad_request("Only otpauth://totp/ URIs are supported (not HOTP).", field="totp_secret")
     params = {k.lower(): v[-1] for k, v in parse_qs(uri.query).items()}
     if "secret" not in params:
         raise bad_request("The otpauth URI has no secret parameter.", field="totp_secret")
-    parsed = {"secret": normalize_base32(unquote(params["secret"]))}
+    parsed = {"secret": normalize_base32(params["secret"]), "from_uri": True}
     if "algorithm" in params:
         parsed["algorithm"] = params["algorithm"].upper()
     for name, key in (("digits", "digits"), ("period", "period")):

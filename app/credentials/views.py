@@ -6,6 +6,7 @@ from app.core.api import Blueprint
 from app.core.auth import require_org_wide_key
 from app.core.errors import NO_RETRY, ApiError
 from app.core.paging import PAGE_HEADERS, page
+from app.core.text import fold, host_of
 from app.credentials import providers, schemas
 from app.credentials.connect import ConnectError
 from app.credentials.models import Credential, CredentialProvider
@@ -24,7 +25,7 @@ class Credentials(MethodView):
         """List credentials of the project"""
         credentials = Credential.select().where(Credential.project == g.project.id)
         if args.get("domain"):
-            credentials = credentials.where(Credential.domain == providers.host_of(args["domain"]))
+            credentials = credentials.where(Credential.domain == host_of(args["domain"]))
         if args.get("query"):
             q = args["query"]
             credentials = credentials.where(Credential.name.contains(q) | Credential.domain.contains(q)
@@ -49,9 +50,7 @@ class CredentialByRef(MethodView):
     @credentials_blp.response(200, schemas.CredentialSchema)
     def patch(self, args, credential_ref):
         """Update a credential: values merge, "" clears sso_provider or totp_secret"""
-        credential = Credential.lookup(g.project, credential_ref)
-        credential.apply_update(args)
-        return credential
+        return Credential.lookup(g.project, credential_ref).apply_update(args)
 
     @credentials_blp.response(204)
     def delete(self, credential_ref):
@@ -77,7 +76,7 @@ class CredentialProviders(MethodView):
         found = CredentialProvider.select().where(CredentialProvider.org == g.org.id)
         if args.get("query"):
             q = args["query"]
-            found = found.where(CredentialProvider.name.contains(q) | (CredentialProvider.id == q))
+            found = found.where(CredentialProvider.name_key.contains(fold(q)) | (CredentialProvider.id == q))
         return page(found.order_by(CredentialProvider.priority, CredentialProvider.created_at,
                                    CredentialProvider.id), args)
 

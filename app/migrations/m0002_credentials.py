@@ -39,6 +39,7 @@ def upgrade(migrator):
         id = CharField(primary_key=True)
         org = ForeignKeyField(Organization, on_delete="CASCADE")
         name = CharField()
+        name_key = CharField()
         provider_type = CharField()
         url = CharField(null=True)
         token_ciphertext = TextField()
@@ -49,7 +50,7 @@ def upgrade(migrator):
         updated_at = UtcDateTimeField()
 
         class Meta:
-            indexes = ((("org", "name"), True),)
+            indexes = ((("org", "name_key"), True),)
 
     models = [Credential, CredentialProvider]
     database.bind([Organization, Project] + models)

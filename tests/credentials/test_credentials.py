@@ -131,3 +131,37 @@ def test_names_with_a_slash_are_refused(client):
     assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "name"
     create(client)
     assert client.patch("/credentials/example-login", json={"name": "a/b"}).status_code == 400
+
+
+def test_concurrent_value_merges_both_land(app, client, owner_key):
+    import threading
+
+    create(client, values={})
+    barrier = threading.Barrier(4)
+
+    def add(key):
+        own = client_for(app, owner_key.plaintext)
+        barrier.wait()
+        assert own.patch("/credentials/example-login", json={"values": {key: "x"}}).status_code == 200
+
+    threads = [threading.Thread(target=add, args=(f"k{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert client.get("/credentials/example-login").get_json()["value_keys"] == ["k0", "k1", "k2", "k3"]
+
+
+def test_domains_longer_than_a_host_name_are_400(client):
+    assert client.post("/credentials", json={**LOGIN, "domain": "a" * 250 + ".com"}).status_code == 400
+
+
+def test_secrets_never_reach_the_logs(app, client, caplog):
+    caplog.set_level("DEBUG")
+    client.post("/credentials", json={**LOGIN, "totp_secret": "JBSWY3DPEHPK3PXPJBSWY3DP"})
+    client.patch("/credentials/example-login", json={"values": {"password": "n3w-s3cret"}, "totp_secret": "bad!"})
+    client.post("/org/credential_providers", json={"name": "p", "provider_type": "onepassword",
+                                                   "token": "connect-token-secret"})
+    assert "app.requests" in {r.name for r in caplog.records}
+    for secret in ("s3cret!", "n3w-s3cret", "JBSWY3DPEHPK3PXPJBSWY3DP", "connect-token-secret"):
+        assert secret not in caplog.text

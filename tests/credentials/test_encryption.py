@@ -66,3 +66,10 @@ def test_keys_may_be_a_comma_separated_string(make_app):
 def test_generate_key_command(app):
     key = app.test_cli_runner().invoke(args=["secrets", "generate-key"]).output.strip()
     Fernet(key)
+
+
+def test_an_empty_key_setting_is_an_error_not_a_new_key(make_app):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="empty"):
+        make_app(ENCRYPTION_KEYS=" , ")

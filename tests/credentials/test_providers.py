@@ -174,3 +174,49 @@ class TestAutomaticLookup:
 
     def test_no_providers_means_no_login(self, lookup):
         assert lookup("example.com") is None
+
+
+def test_redirects_are_refused_so_the_token_goes_nowhere_else(client, provider, connect):
+    from tests.fakes import FakeConnect
+
+    elsewhere = FakeConnect(token=connect.token).start()
+    try:
+        connect.redirect_to = elsewhere.url
+        created = provider()
+        body = client.post(f"/org/credential_providers/{created['id']}/test").get_json()
+        assert body["success"] is False and "redirect" in body["error"]
+        assert elsewhere.paths == []
+    finally:
+        elsewhere.stop()
+
+
+@pytest.mark.parametrize("answer", [{"not": "a list"}, [1, 2], [{"name": "no id"}], b"null", b"[{\"id\": "])
+def test_answers_of_the_wrong_shape_are_reported_not_500(client, provider, connect, answer):
+    connect.vaults_body = answer
+    created = provider()
+    body = client.post(f"/org/credential_providers/{created['id']}/test").get_json()
+    assert body["success"] is False and "not" in body["error"]
+    items = client.get(f"/org/credential_providers/{created['id']}/items")
+    assert items.status_code == 502 and items.get_json()["inner_error"]["code"] == "bad_response"
+
+
+def test_url_rules(client, provider):
+    base = {"name": "u", "provider_type": "onepassword", "token": "t"}
+    for url in ("http://user:pw@connect.test:8080", "http://x.test/" + "a" * 260):
+        assert client.post("/org/credential_providers", json={**base, "url": url}).status_code == 400, url
+
+
+def test_query_is_case_and_accent_insensitive_on_every_database(client, provider):
+    created = provider(name="ZOË's vault")
+    assert [p["id"] for p in client.get("/org/credential_providers?query=zoe").get_json()] == [created["id"]]
+    assert client.post("/org/credential_providers", json={
+        "name": "zoë's VAULT", "provider_type": "onepassword", "token": "t"}).status_code == 409
+
+
+def test_lookup_ignores_items_that_are_not_logins(provider, connect, app, owner_key):
+    vault = connect.add_vault("V")
+    note = connect.add_login(vault, "A note", ["https://example.com"])
+    connect.vaults[vault]["items"][note]["category"] = "SECURE_NOTE"
+    provider()
+    with app.test_request_context(), db.connection_context():
+        assert providers.find_login(owner_key.org_id, "example.com") is None

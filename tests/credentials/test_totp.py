@@ -131,3 +131,11 @@ def test_sixteen_character_secrets_work_as_sites_issue_them(client):
     offset = digest[-1] & 0x0F
     expected = str((struct.unpack(">I", digest[offset:offset + 4])[0] & 0x7FFFFFFF) % 10**6).zfill(6)
     assert client.get("/credentials/c/totp-code").get_json()["code"] == expected
+
+
+def test_an_empty_secret_on_create_or_with_settings_is_400(client):
+    response = client.post("/credentials", json={"domain": "a.com", "name": "c", "values": {}, "totp_secret": ""})
+    assert response.status_code == 400
+    credential(client, totp_secret=SECRET)
+    assert client.patch("/credentials/c", json={"totp_secret": "", "totp_digits": 8}).status_code == 400
+    assert client.get("/credentials/c").get_json()["has_totp_secret"] is True
