@@ -3,7 +3,7 @@ import os
 
 from flask import Flask
 
-from app import config
+from app import config, streams
 from app.core import api as core_api
 from app.core import auth, blobs, crypto, db, errors, requestlog
 
@@ -21,6 +21,7 @@ def create_app(test_config=None):
     db.init_app(app)
     crypto.init_app(app)
     blobs.init_app(app)
+    streams.init_app(app)
     requestlog.init_app(app)
     auth.init_app(app)
     api = core_api.Api(app)
@@ -33,12 +34,13 @@ def create_app(test_config=None):
 def register_blueprints(api):
     from app.credentials.views import credentials_blp, providers_blp
     from app.extensions.views import blp as extensions_blp
+    from app.invocations.views import blp as invocations_blp
     from app.orgs.views import api_keys_blp, org_limits_blp
     from app.profiles.views import blp as profiles_blp
     from app.projects.views import legacy_blp, projects_blp
 
     for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
-                      profiles_blp, extensions_blp):
+                      profiles_blp, extensions_blp, invocations_blp):
         api.register_blueprint(blueprint)
 
 

@@ -46,6 +46,22 @@ class DefaultConfig:
                             "&arch=x64&prodversion=131.0&acceptformat=crx2,crx3&x=id%3D{id}%26uc")
     CHROME_STORE_TIMEOUT_SECONDS = 30
 
+    # Event streams: keepalive when idle; how often a follower re-reads the database
+    # when no wake-up came (events written by another worker process); how many
+    # items each in-memory channel keeps.
+    SSE_HEARTBEAT_SECONDS = 15
+    STREAM_POLL_SECONDS = 1.0
+    STREAM_CHANNEL_CAPACITY = 1024
+
+    # Invocations: how long a sync create waits for the result; the default async
+    # timeout; Retry-After of a 429; longest log line kept whole (longer ones are cut).
+    INVOCATION_SYNC_WAIT_SECONDS = 100
+    INVOCATION_ASYNC_TIMEOUT_SECONDS = 900
+    INVOCATION_RETRY_AFTER_SECONDS = 5
+    INVOCATION_LOG_LINE_MAX_BYTES = 16 * 1024
+    # A new organization's cap on running invocations (None: only project caps apply).
+    DEFAULT_ORG_MAX_CONCURRENT_INVOCATIONS = None
+
     # API keys. How long a rotated key keeps working unless the caller says otherwise.
     API_KEY_ROTATION_GRACE_DAYS = 7
 

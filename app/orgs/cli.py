@@ -93,12 +93,16 @@ def init_command(name, owner_email):
               help="Concurrency limit: browsers running at once (0 = no limit).")
 @click.option("--default-project-cap", type=click.IntRange(min=0), default=None,
               help="Default per-project max_concurrent_sessions (0 = none).")
-def set_limit_command(org_ref, max_concurrent_sessions, default_project_cap):
+@click.option("--max-concurrent-invocations", type=click.IntRange(min=0), default=None,
+              help="Running invocations at once across the organization (0 = no limit).")
+def set_limit_command(org_ref, max_concurrent_sessions, default_project_cap, max_concurrent_invocations):
     """Set an organization's concurrency limit and default per-project cap."""
     with db.connection_context():
         org = find_org(org_ref)
         if max_concurrent_sessions is not None:
             org.max_concurrent_sessions = max_concurrent_sessions or None
+        if max_concurrent_invocations is not None:
+            org.max_concurrent_invocations = max_concurrent_invocations or None
         if default_project_cap is None:
             default_project_cap = org.default_project_max_concurrent_sessions
         try:
@@ -107,4 +111,5 @@ def set_limit_command(org_ref, max_concurrent_sessions, default_project_cap):
         except ApiError as error:
             raise click.UsageError(error.message) from None
         click.echo(f"{org.name}: max_concurrent_sessions={org.max_concurrent_sessions} "
-                   f"default_project_max_concurrent_sessions={org.default_project_max_concurrent_sessions}")
+                   f"default_project_max_concurrent_sessions={org.default_project_max_concurrent_sessions} "
+                   f"max_concurrent_invocations={org.max_concurrent_invocations}")

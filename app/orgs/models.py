@@ -29,6 +29,8 @@ class Organization(BaseModel):
     name = CharField()
     # The concurrency limit: browsers running at once across sessions and pool reservations.
     max_concurrent_sessions = IntegerField(null=True)
+    # Running invocations at once across all projects (None: only project caps).
+    max_concurrent_invocations = IntegerField(null=True)
     # Cap for projects without their own max_concurrent_sessions.
     default_project_max_concurrent_sessions = IntegerField(null=True)
     # Not a foreign key: projects reference the organization, and the default moves

@@ -14,8 +14,10 @@ def create_organization(name, owner_email, owner_name=None):
     Returns the key, whose `plaintext` is available only on this object.
     """
     with db.atomic():
+        config = current_app.config
         org = Organization.create(
-            name=name, max_concurrent_sessions=current_app.config["DEFAULT_ORG_MAX_CONCURRENT_SESSIONS"])
+            name=name, max_concurrent_sessions=config["DEFAULT_ORG_MAX_CONCURRENT_SESSIONS"],
+            max_concurrent_invocations=config["DEFAULT_ORG_MAX_CONCURRENT_INVOCATIONS"])
         project = Project.create_in(org, DEFAULT_PROJECT_NAME)
         org.default_project_id = project.id
         org.save()

@@ -1,0 +1,36 @@
+"""Server-Sent Events: framing, headers and the response wrapper shared by every stream.
+
+Every data frame is one JSON document (the SDK json-decodes each frame);
+resumable frames carry `id:`; keepalives are comment lines, which the SDK ignores.
+"""
+import json
+
+from flask import Response
+
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STREAM_DOC = {"type": "string", "description": "text/event-stream; each data: line is one JSON document"}
+
+
+def frame(data, event_id=None):
+    lines = [] if event_id is None else [f"id: {event_id}"]
+    lines.append("data: " + json.dumps(data, separators=(",", ":")))
+    return "\n".join(lines) + "\n\n"
+
+
+def comment(text="keepalive"):
+    return f": {text}\n\n"
+
+
+def stream(frames):
+    """A streaming response over an iterator of frames.
+
+    The iterator owns its clean-up (try/finally): Werkzeug closes it when the
+    client goes away, which runs the `finally` blocks.
+    """
+    return Response(frames, mimetype="text/event-stream", headers=HEADERS, direct_passthrough=True)
+
+
+def last_event_id(request):
+    """The Last-Event-ID header as an int, or None when absent or not a number."""
+    value = request.headers.get("Last-Event-ID", "").strip()
+    return int(value) if value.isdigit() else None

@@ -1,0 +1,1 @@
+"""Invocations of app actions: lifecycle, concurrency admission, logs and their event stream."""

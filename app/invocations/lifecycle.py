@@ -1,0 +1,199 @@
+"""Invocation state changes: admission under the concurrency caps, FIFO promotion,
+terminal transitions, async timeouts and log lines.
+
+Every change that other requests must see in order runs while holding the
+organization (core.db.exclusive), and records an InvocationEvent; followers are
+woken through the invocation's channel once the change is committed.
+"""
+import json
+from datetime import timedelta
+
+from flask import current_app
+
+from app.core import clock
+from app.core.db import exclusive
+from app.core.errors import NO_RETRY, ApiError, bad_request
+from app.invocations.models import (
+    FAILED,
+    LIVE,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+    Invocation,
+    InvocationEvent,
+)
+from app.orgs.models import Organization
+from app.projects.models import Project
+from app.streams import channels
+
+
+def record_state(invocation):
+    from app.invocations.schemas import InvocationSchema
+
+    return InvocationEvent.create(invocation=invocation.id, kind="state", timestamp=clock.now(),
+                                  snapshot=json.dumps(InvocationSchema().dump(invocation)))
+
+
+def announce(invocations):
+    for invocation in invocations:
+        channels().append(invocation.subject, invocation.status)
+
+
+def blocking_limit(project, org):
+    """The first cap a new running invocation in `project` would exceed, or None."""
+    running = Invocation.select().where(Invocation.status == RUNNING)
+    caps = [("project", project.max_concurrent_invocations, running.where(Invocation.project == project.id)),
+            ("organization", org.max_concurrent_invocations,
+             running.join(Project).where(Project.org == org.id))]
+    for scope, cap, query in caps:
+        if cap is not None:
+            usage = query.count()
+            if usage >= cap:
+                return {"scope": scope, "limit": cap, "usage": usage}
+    return None
+
+
+def over_limit_error(blocked):
+    retry_after = current_app.config["INVOCATION_RETRY_AFTER_SECONDS"]
+    scope, limit, usage = blocked["scope"], blocked["limit"], blocked["usage"]
+    return ApiError(
+        429, "concurrency_limit_exceeded",
+        f"The {scope}'s max_concurrent_invocations ({limit}) is reached: {usage} running. "
+        "Retry later or start the invocation with async: true to queue it.",
+        details=[{"code": "max_concurrent_invocations", "scope": scope, "limit": limit, "usage": usage,
+                  "message": f"{scope} limit {limit}, {usage} running"}],
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def create(project, fields):
+    """Admit a new invocation: running when a slot is free, queued (async only) when not, else 429."""
+    org = Organization.get_by_id(project.org_id)
+    touched = []
+    with exclusive(org):
+        touched += _expire_overdue(org)
+        blocked = blocking_limit(project, org)
+        if blocked and not fields["async"]:
+            raise over_limit_error(blocked)
+        now = clock.now()
+        timeout = fields.get("async_timeout_seconds") or current_app.config["INVOCATION_ASYNC_TIMEOUT_SECONDS"]
+        invocation = Invocation.create(
+            project=project.id, app_name=fields["app_name"], action_name=fields["action_name"],
+            version=fields["version"], payload=fields.get("payload"), is_async=fields["async"],
+            async_timeout_seconds=timeout if fields["async"] else None,
+            deadline=now + timedelta(seconds=timeout) if fields["async"] else None,
+            status=QUEUED if blocked else RUNNING, started_at=now,
+        )
+        record_state(invocation)
+        touched.append(invocation)
+    announce(touched)
+    return invocation
+
+
+def update(invocation, *, status=None, output=None, status_reason=None):
+    """PATCH: a terminal status ends it (failed cancels from any live state), running admits a
+    queued one, output alone is stored. A finished invocation is final."""
+    org = Organization.get_by_id(Project.get_by_id(invocation.project_id).org_id)
+    touched = []
+    with exclusive(org):
+        touched += _expire_overdue(org)
+        current = Invocation.get_by_id(invocation.id)
+        if current.is_terminal:
+            if status not in (None, current.status):
+                raise ApiError(409, "invocation_finished",
+                               f"The invocation already {current.status}; its status cannot change.",
+                               headers=NO_RETRY)
+            return current
+        changed = False
+        if output is not None:
+            current.output = output
+        if status == RUNNING and current.status == QUEUED:
+            blocked = blocking_limit(Project.get_by_id(current.project_id), org)
+            if blocked:
+                raise over_limit_error(blocked)
+            current.status, changed = RUNNING, True
+        elif status in TERMINAL:
+            current.status, current.finished_at, changed = status, clock.now(), True
+            if status == FAILED:
+                current.status_reason = status_reason or "Cancelled through the API."
+        current.save()
+        if changed:
+            record_state(current)
+            touched.append(current)
+            if current.is_terminal:
+                touched += _promote(org)
+    announce(touched)
+    return current
+
+
+def expire_overdue(project):
+    """Fail async invocations of the project's organization that outlived their timeout.
+
+    Cheap when nothing is overdue (one indexed query); takes the lock only when something is.
+    """
+    now = clock.now()
+    overdue = (Invocation.select(Invocation.id).join(Project)
+               .where((Project.org == project.org_id) & Invocation.status.in_(LIVE)
+                      & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
+    if not overdue.exists():
+        return
+    org = Organization.get_by_id(project.org_id)
+    with exclusive(org):
+        touched = _expire_overdue(org)
+    announce(touched)
+
+
+def _expire_overdue(org):
+    now = clock.now()
+    overdue = list(Invocation.select().join(Project)
+                   .where((Project.org == org.id) & Invocation.status.in_(LIVE)
+                          & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
+    for invocation in overdue:
+        invocation.status_reason = (f"Timed out: still {invocation.status} when the async timeout of "
+                                    f"{invocation.async_timeout_seconds} s ran out.")
+        invocation.status, invocation.finished_at = FAILED, now
+        invocation.save()
+        record_state(invocation)
+    return overdue + (_promote(org) if overdue else [])
+
+
+def _promote(org):
+    """Start queued invocations, oldest first, while their project and the organization have room."""
+    promoted = []
+    queued = (Invocation.select().join(Project)
+              .where((Project.org == org.id) & (Invocation.status == QUEUED))
+              .order_by(Invocation.started_at, Invocation.id))
+    for invocation in queued:
+        blocked = blocking_limit(Project.get_by_id(invocation.project_id), org)
+        if blocked and blocked["scope"] == "organization":
+            break
+        if blocked:
+            continue
+        invocation.status = RUNNING
+        invocation.save()
+        record_state(invocation)
+        promoted.append(invocation)
+    return promoted
+
+
+def append_logs(invocation, lines):
+    """Store log lines (durably) and wake followers; over-long lines are truncated, never refused."""
+    if invocation.is_terminal:
+        raise ApiError(409, "invocation_finished", f"The invocation already {invocation.status}; "
+                       "it takes no more log lines.", headers=NO_RETRY)
+    if not lines:
+        raise bad_request("Give at least one log line.", field="lines")
+    limit = current_app.config["INVOCATION_LOG_LINE_MAX_BYTES"]
+    rows = [{"invocation": invocation.id, "kind": "log", "timestamp": line.get("timestamp") or clock.now(),
+             "message": truncate(line["message"], limit)} for line in lines]
+    InvocationEvent.insert_many(rows).execute()
+    channels().append(invocation.subject, "log")
+    return len(rows)
+
+
+def truncate(message, limit):
+    data = message.encode()
+    if len(data) <= limit:
+        return message
+    kept = data[:limit].decode(errors="ignore")
+    return f"{kept}… [truncated {len(data) - len(kept.encode())} bytes]"

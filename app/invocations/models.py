@@ -1,0 +1,89 @@
+"""An invocation and its events (log lines and state changes, in one ordered table)."""
+import json
+
+from peewee import (
+    AutoField,
+    BooleanField,
+    CharField,
+    ForeignKeyField,
+    IntegerField,
+    TextField,
+)
+
+from app.core import clock
+from app.core.db import BaseModel, UtcDateTimeField
+from app.core.errors import not_found
+from app.core.ids import new_id
+from app.projects.models import Project
+from app.projects.resources import active_resource_counter
+
+QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
+TERMINAL = {SUCCEEDED, FAILED}
+LIVE = {QUEUED, RUNNING}
+
+
+class Invocation(BaseModel):
+    id = CharField(primary_key=True, default=new_id)
+    project = ForeignKeyField(Project, backref="invocations", on_delete="CASCADE")
+    app_name = CharField()
+    action_name = CharField()
+    version = CharField()
+    payload = TextField(null=True)
+    output = TextField(null=True)
+    status = CharField(default=QUEUED, index=True)
+    status_reason = TextField(null=True)
+    is_async = BooleanField(default=False)
+    async_timeout_seconds = IntegerField(null=True)
+    # When the invocation was requested: the queue order, and what the API calls started_at.
+    started_at = UtcDateTimeField(default=clock.now)
+    # When an async invocation that is still live fails as timed out.
+    deadline = UtcDateTimeField(null=True)
+    finished_at = UtcDateTimeField(null=True)
+
+    @classmethod
+    def lookup(cls, project, invocation_id):
+        invocation = cls.get_or_none((cls.project == project) & (cls.id == invocation_id))
+        if invocation is None:
+            raise not_found(f"Invocation {invocation_id!r} not found.")
+        return invocation
+
+    @property
+    def is_terminal(self):
+        return self.status in TERMINAL
+
+    @property
+    def subject(self):
+        """The channel its followers wait on."""
+        return f"invocation:{self.id}"
+
+
+class InvocationEvent(BaseModel):
+    """One frame of the events stream. The auto-increment id is the SSE `id:`.
+
+    Log lines and state changes share the table so followers read them in the
+    order they happened, and Last-Event-ID resumes across both.
+    """
+
+    id = AutoField()
+    invocation = ForeignKeyField(Invocation, backref="events", on_delete="CASCADE")
+    kind = CharField()  # "log" or "state"
+    timestamp = UtcDateTimeField(default=clock.now)
+    message = TextField(null=True)
+    # For state events: the invocation record at that moment, as JSON.
+    snapshot = TextField(null=True)
+
+    def data(self):
+        """The SSE data of this event (contract 6.6 union)."""
+        stamp = clock.isoformat(self.timestamp)
+        if self.kind == "log":
+            return {"event": "log", "timestamp": stamp, "message": self.message}
+        return {"event": "invocation_state", "timestamp": stamp, "invocation": json.loads(self.snapshot)}
+
+    @property
+    def is_terminal_state(self):
+        return self.kind == "state" and json.loads(self.snapshot)["status"] in TERMINAL
+
+
+@active_resource_counter("invocations")
+def live_invocations(project):
+    return Invocation.select().where((Invocation.project == project.id) & Invocation.status.in_(LIVE)).count()

@@ -1,0 +1,106 @@
+"""Invocations (/invocations): create, list, get, update, logs, events, browsers."""
+from flask import current_app, g, request
+from flask.views import MethodView
+
+from app.core import sse
+from app.core.api import Blueprint
+from app.core.db import db
+from app.core.paging import PAGE_HEADERS, page
+from app.invocations import events, lifecycle, schemas
+from app.invocations.models import Invocation
+
+blp = Blueprint("invocations", __name__, url_prefix="/invocations",
+                description="Invocations of app actions, their logs and their event stream.")
+
+
+def find(invocation_id):
+    lifecycle.expire_overdue(g.project)
+    return Invocation.lookup(g.project, invocation_id)
+
+
+@blp.route("")
+class Invocations(MethodView):
+    @blp.arguments(schemas.InvocationListArgsSchema, location="query")
+    @blp.response(200, schemas.InvocationSchema(many=True), headers=PAGE_HEADERS)
+    def get(self, args):
+        """List invocations of the project, newest first"""
+        lifecycle.expire_overdue(g.project)
+        found = Invocation.select().where(Invocation.project == g.project.id)
+        for field in ("app_name", "action_name", "version", "status"):
+            if args.get(field) is not None:
+                found = found.where(getattr(Invocation, field) == args[field])
+        if args.get("deployment_id") is not None:
+            found = found.where(False)
+        if args.get("since") is not None:
+            found = found.where(Invocation.started_at >= args["since"])
+        if args.get("query"):
+            q = args["query"]
+            found = found.where(Invocation.app_name.contains(q) | Invocation.action_name.contains(q)
+                                | (Invocation.id == q))
+        return page(found.order_by(Invocation.started_at.desc(), Invocation.id.desc()), args)
+
+    @blp.arguments(schemas.InvocationCreateSchema)
+    @blp.response(200, schemas.InvocationSchema,
+                  description="sync: the invocation once finished (or after the wait limit)")
+    @blp.alt_response(202, schema=schemas.InvocationSchema, description="async: accepted, running or queued")
+    @blp.alt_response(429, description="sync over a concurrency cap")
+    def post(self, args):
+        """Invoke an action: sync waits for the result, async answers 202 at once"""
+        invocation = lifecycle.create(g.project, args)
+        if args["async"]:
+            return invocation, 202
+        config = current_app.config
+        db.close()  # the wait holds no connection; teardown copes with a closed one
+        return events.wait_until_terminal(invocation, config["INVOCATION_SYNC_WAIT_SECONDS"],
+                                          config["STREAM_POLL_SECONDS"])
+
+
+@blp.route("/<invocation_id>")
+class InvocationById(MethodView):
+    @blp.response(200, schemas.InvocationSchema)
+    def get(self, invocation_id):
+        """Get an invocation"""
+        return find(invocation_id)
+
+    @blp.arguments(schemas.InvocationUpdateSchema)
+    @blp.response(200, schemas.InvocationSchema)
+    def patch(self, args, invocation_id):
+        """Update status and/or output: failed cancels, succeeded finishes, running starts a queued one"""
+        return lifecycle.update(find(invocation_id), **args)
+
+
+@blp.route("/<invocation_id>/logs")
+class InvocationLogs(MethodView):
+    @blp.arguments(schemas.LogLinesSchema)
+    @blp.response(201, schemas.LogsAcceptedSchema)
+    def post(self, lines, invocation_id):
+        """Append log lines (Lantern: for the worker running the invocation)"""
+        return {"accepted": lifecycle.append_logs(find(invocation_id), lines)}
+
+
+@blp.route("/<invocation_id>/events")
+class InvocationEvents(MethodView):
+    @blp.arguments(schemas.EventsArgsSchema, location="query")
+    @blp.response(200, sse.STREAM_DOC, content_type="text/event-stream")
+    def get(self, args, invocation_id):
+        """Follow an invocation: stored log lines, then live logs and state changes (SSE)"""
+        invocation = find(invocation_id)
+        config = current_app.config
+        frames = events.follow(invocation, g.project, since=args.get("since"), after_id=sse.last_event_id(request),
+                               heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
+                               poll_seconds=config["STREAM_POLL_SECONDS"])
+        return sse.stream(frames)
+
+
+@blp.route("/<invocation_id>/browsers")
+class InvocationBrowsers(MethodView):
+    @blp.response(200, schemas.BrowsersSchema)
+    def get(self, invocation_id):
+        """Browser sessions of the invocation (none until browser sessions exist)"""
+        find(invocation_id)
+        return {"browsers": []}
+
+    @blp.response(204)
+    def delete(self, invocation_id):
+        """End the invocation's browser sessions (none until browser sessions exist)"""
+        find(invocation_id)

@@ -1,0 +1,45 @@
+"""Invocations, their events, and the organization's invocation cap."""
+from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerField, Model, TextField
+
+from app.core.db import UtcDateTimeField
+
+
+def upgrade(migrator):
+    database = migrator.database
+
+    class Base(Model):
+        class Meta:
+            legacy_table_names = False
+
+    class Project(Base):
+        id = CharField(primary_key=True)
+
+    class Invocation(Base):
+        id = CharField(primary_key=True)
+        project = ForeignKeyField(Project, on_delete="CASCADE")
+        app_name = CharField()
+        action_name = CharField()
+        version = CharField()
+        payload = TextField(null=True)
+        output = TextField(null=True)
+        status = CharField(index=True)
+        status_reason = TextField(null=True)
+        is_async = BooleanField()
+        async_timeout_seconds = IntegerField(null=True)
+        started_at = UtcDateTimeField(index=True)
+        deadline = UtcDateTimeField(null=True, index=True)
+        finished_at = UtcDateTimeField(null=True)
+
+    class InvocationEvent(Base):
+        id = AutoField()
+        invocation = ForeignKeyField(Invocation, on_delete="CASCADE")
+        kind = CharField()
+        timestamp = UtcDateTimeField()
+        message = TextField(null=True)
+        snapshot = TextField(null=True)
+
+    models = [Invocation, InvocationEvent]
+    database.bind([Project] + models)
+    database.create_tables(models)
+    from playhouse.migrate import migrate
+    migrate(migrator.add_column("organization", "max_concurrent_invocations", IntegerField(null=True)))

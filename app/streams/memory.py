@@ -1,0 +1,68 @@
+"""In-memory channels: a bounded deque and a condition variable per subject.
+
+threading.Condition is what gevent's monkey-patching turns cooperative, so one
+implementation serves plain threads (tests, `flask run`) and gunicorn's gevent
+worker alike; nothing here imports gevent.
+"""
+import threading
+from collections import deque
+
+
+class _Channel:
+    __slots__ = ("items", "next_seq", "condition")
+
+    def __init__(self, capacity):
+        self.items = deque(maxlen=capacity)
+        self.next_seq = 1
+        self.condition = threading.Condition()
+
+
+class MemoryChannels:
+    def __init__(self, capacity=1024):
+        self.capacity = capacity
+        self._channels = {}
+        self._lock = threading.Lock()
+
+    def _channel(self, subject):
+        channel = self._channels.get(subject)
+        if channel is None:
+            with self._lock:
+                channel = self._channels.setdefault(subject, _Channel(self.capacity))
+        return channel
+
+    def append(self, subject, item):
+        channel = self._channel(subject)
+        with channel.condition:
+            seq = channel.next_seq
+            channel.next_seq += 1
+            channel.items.append((seq, item))
+            channel.condition.notify_all()
+        return seq
+
+    def read_after(self, subject, seq, limit=None):
+        channel = self._channel(subject)
+        with channel.condition:
+            found = [entry for entry in channel.items if entry[0] > seq]
+        return found[:limit] if limit is not None else found
+
+    def wait(self, subject, after_seq, timeout):
+        channel = self._channel(subject)
+        with channel.condition:
+            # Checked under the lock the appender notifies with, so no wake-up is lost.
+            return channel.condition.wait_for(lambda: channel.next_seq - 1 > after_seq
+                                              or self._channels.get(subject) is not channel, timeout)
+
+    def latest_seq(self, subject):
+        return self._channel(subject).next_seq - 1
+
+    def oldest_seq(self, subject):
+        channel = self._channel(subject)
+        with channel.condition:
+            return channel.items[0][0] if channel.items else 0
+
+    def discard(self, subject):
+        with self._lock:
+            channel = self._channels.pop(subject, None)
+        if channel is not None:
+            with channel.condition:
+                channel.condition.notify_all()
