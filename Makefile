@@ -42,6 +42,7 @@ test-postgres: install-test
 
 bench: install-test
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/invocation_fanout.py $(FANOUT_ARGS)
 
 lint: install-test
 	$(PIP) ruff

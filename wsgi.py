@@ -1,4 +1,6 @@
 """WSGI entry point: `gunicorn -k gevent wsgi:app`."""
 from app import create_app
+from app.core import shutdown
 
 app = create_app()
+shutdown.install()

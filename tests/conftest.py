@@ -29,7 +29,7 @@ def database_url(tmp_path_factory):
                                  sqlite_pragmas={"journal_mode": "wal"})
         url = f"sqlite:///{database.database}"
     migrations.upgrade(database)
-    database.close_all() if hasattr(database, "close_all") else database.close()
+    database.close_all()
     return url
 
 
@@ -60,8 +60,7 @@ def make_app(database_url, tmp_path):
     yield make
     clock.unfreeze()
     for app in made:
-        database = app.extensions["database"]
-        database.close_all() if hasattr(database, "close_all") else database.close()
+        app.extensions["database"].close_all()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from urllib.parse import urlparse
 
 from peewee import DatabaseProxy, DateTimeField, IntegrityError, Model, SqliteDatabase
 from playhouse.db_url import parse as parse_url
+from playhouse.pool import PooledSqliteDatabase
 from playhouse.postgres_ext import PooledPsycopg3Database
 
 db = DatabaseProxy()
@@ -94,8 +95,13 @@ def open_database(url, *, sqlite_pragmas=None, pool_size=20, pool_timeout=10):
     """
     scheme = urlparse(url).scheme
     if scheme == "sqlite":
+        # Pooled too: closing the last connection to a WAL database checkpoints it
+        # (an fsync), which per request cost more than the request itself. Pooled
+        # connections skip that and the per-connection pragmas.
         path = parse_url(url)["database"]
-        return SqliteDatabase(path, pragmas=sqlite_pragmas or {}, autoconnect=False)
+        return PooledSqliteDatabase(path, pragmas=sqlite_pragmas or {}, autoconnect=False,
+                                    max_connections=pool_size, timeout=pool_timeout, stale_timeout=300,
+                                    check_same_thread=False)
     if scheme in ("postgres", "postgresql"):
         params = parse_url(url)
         database = params.pop("database")

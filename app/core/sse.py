@@ -27,7 +27,7 @@ def stream(frames):
     The iterator owns its clean-up (try/finally): Werkzeug closes it when the
     client goes away, which runs the `finally` blocks.
     """
-    return Response(frames, mimetype="text/event-stream", headers=HEADERS, direct_passthrough=True)
+    return Response(frames, mimetype="text/event-stream", headers=HEADERS)
 
 
 def last_event_id(request):

@@ -1,46 +1,54 @@
 """GET /invocations/{id}/events: stored events, then live ones, until the terminal state."""
 import time
 
-from app.core import clock, sse
+from app.core import clock, shutdown, sse
 from app.core.db import db
 from app.invocations import lifecycle
-from app.invocations.models import Invocation, InvocationEvent
+from app.invocations.models import TERMINAL, Invocation, InvocationEvent
 from app.projects.models import Project
 from app.streams import channels
+from app.streams.tail import SharedTail, Tails
 
 BATCH = 200
+# Per process: the shared tail of each followed invocation.
+tails = Tails()
 
 
 def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=15.0, poll_seconds=1.0):
     """Frames for one follower.
 
     Without `after_id` (Last-Event-ID) the stored events replay first, log lines
-    filtered by `since`; with it, everything after that id. Live events follow.
-    The generator holds no database connection while it waits: each poll opens a
-    short one. It returns right after the terminal invocation_state frame.
+    filtered by `since`; with it, everything after that id. Live events follow,
+    read through the subject's SharedTail (one query per wake-up for all followers
+    in this process). The generator holds no database connection while it waits,
+    and returns right after the terminal invocation_state frame.
     """
     subject = invocation.subject
     deadline = invocation.deadline
     cursor = after_id or 0
     with db.connection_context():
-        replay_until = (InvocationEvent.select(InvocationEvent.id).where(InvocationEvent.invocation == invocation.id)
-                        .order_by(InvocationEvent.id.desc()).scalar() or 0)
+        newest = _newest_id(invocation.id)
+    tail = tails.get(subject, lambda: SharedTail(lambda after: _fetch(invocation.id, after), floor=newest))
     since_filter = since if after_id is None else None
     next_heartbeat = time.monotonic() + heartbeat_seconds
     while True:
         # Read the channel position before the database, so an event committed
-        # after the query still wakes the wait below.
+        # after the read still wakes the wait below.
         seen = channels().latest_seq(subject)
-        with db.connection_context():
-            if deadline is not None and clock.now() >= deadline:
+        if deadline is not None and clock.now() >= deadline:
+            with db.connection_context():
                 lifecycle.expire_overdue(project)
-            events = list(_after(invocation.id, cursor, since_filter, replay_until))
-        for event in events:
-            yield sse.frame(event.data(), event.id)
-            cursor = event.id
-            if event.is_terminal_state:
+        # Connections are opened only to read, and most wake-ups are served from the tail.
+        events = tail.after(cursor, seen, poll_seconds)
+        if events is None:  # behind the shared tail: catch up on our own
+            events = _fetch(invocation.id, cursor, since=since_filter, replay_until=newest)
+        for event_id, data in events:
+            yield sse.frame(data, event_id)
+            cursor = event_id
+            if data["event"] == "invocation_state" and data["invocation"]["status"] in TERMINAL:
+                tails.discard(subject)
                 return
-        if len(events) == BATCH:
+        if events and cursor < tail.floor:
             continue
         if events:
             next_heartbeat = time.monotonic() + heartbeat_seconds
@@ -49,15 +57,24 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
             yield sse.frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
             next_heartbeat = now + heartbeat_seconds
         channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
+        if shutdown.stopping.is_set():
+            return
 
 
-def _after(invocation_id, cursor, since, replay_until):
+def _newest_id(invocation_id):
+    return (InvocationEvent.select(InvocationEvent.id).where(InvocationEvent.invocation == invocation_id)
+            .order_by(InvocationEvent.id.desc()).scalar() or 0)
+
+
+def _fetch(invocation_id, cursor, since=None, replay_until=0):
+    """[(id, data)] of the events above `cursor`; log lines up to `replay_until` only from `since`."""
     query = InvocationEvent.select().where((InvocationEvent.invocation == invocation_id)
                                            & (InvocationEvent.id > cursor))
     if since is not None:
         query = query.where((InvocationEvent.kind == "state") | (InvocationEvent.timestamp >= since)
                             | (InvocationEvent.id > replay_until))
-    return query.order_by(InvocationEvent.id).limit(BATCH)
+    with db.connection_context():
+        return [(event.id, event.data()) for event in query.order_by(InvocationEvent.id).limit(BATCH)]
 
 
 def wait_until_terminal(invocation, limit_seconds, poll_seconds):
@@ -80,4 +97,6 @@ def wait_until_terminal(invocation, limit_seconds, poll_seconds):
                 lifecycle.expire_overdue(Project.get_by_id(invocation.project_id))
                 continue
         channels().wait(invocation.subject, seen, timeout=min(poll_seconds, remaining))
+        if shutdown.stopping.is_set():
+            break
     return invocation

@@ -186,7 +186,10 @@ def append_logs(invocation, lines):
     limit = current_app.config["INVOCATION_LOG_LINE_MAX_BYTES"]
     rows = [{"invocation": invocation.id, "kind": "log", "timestamp": line.get("timestamp") or clock.now(),
              "message": truncate(line["message"], limit)} for line in lines]
-    InvocationEvent.insert_many(rows).execute()
+    # Holding the invocation's row (as status changes do, by updating it) makes its
+    # events commit in id order, so a follower reading "ids above n" never skips one.
+    with exclusive(invocation):
+        InvocationEvent.insert_many(rows).execute()
     channels().append(invocation.subject, "log")
     return len(rows)
 

@@ -2,20 +2,24 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.core import sse
+from app.core import clock, sse
 from app.core.api import Blueprint
 from app.core.db import db
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations import events, lifecycle, schemas
-from app.invocations.models import Invocation
+from app.invocations.models import LIVE, Invocation
 
 blp = Blueprint("invocations", __name__, url_prefix="/invocations",
                 description="Invocations of app actions, their logs and their event stream.")
 
 
 def find(invocation_id):
-    lifecycle.expire_overdue(g.project)
-    return Invocation.lookup(g.project, invocation_id)
+    """The invocation, failed first if its async timeout ran out."""
+    invocation = Invocation.lookup(g.project, invocation_id)
+    if invocation.deadline is not None and invocation.status in LIVE and clock.now() >= invocation.deadline:
+        lifecycle.expire_overdue(g.project)
+        invocation = Invocation.get_by_id(invocation.id)
+    return invocation
 
 
 @blp.route("")

@@ -10,6 +10,7 @@ def test_migrations_are_numbered_without_gaps():
 def test_upgrade_is_idempotent(app):
     database = app.extensions["database"]
     assert migrations.upgrade(database) == []
+    database.close_all()
     with database.connection_context():
         assert {"organization", "project", "api_key", "user"} <= set(database.get_tables())
 
@@ -21,3 +22,4 @@ def test_fresh_sqlite_database_upgrades_from_nothing(tmp_path):
     applied = migrations.upgrade(database)
     assert applied == [name for _, name in migrations.available()]
     assert migrations.upgrade(database) == []
+    database.close_all()

@@ -143,3 +143,30 @@ def test_a_timed_out_invocation_ends_its_stream(client, invoke, frames_of):
     frames = frames_of(follow(client, invocation["id"]))
     assert frames[-1][1]["invocation"]["status"] == "failed"
     assert "Timed out" in frames[-1][1]["invocation"]["status_reason"]
+
+
+def test_a_stopping_worker_ends_open_streams(app, client, invoke, frames_of, monkeypatch):
+    from app.core import shutdown
+
+    app.config["STREAM_POLL_SECONDS"] = 0.05
+    invocation = invoke().get_json()
+    monkeypatch.setattr(shutdown, "stopping", __import__("threading").Event())
+    shutdown.stopping.set()
+    frames = frames_of(follow(client, invocation["id"]), timeout=5)
+    assert [d["event"] for _, d in frames] == ["invocation_state"]  # replayed, then the stream ended
+
+
+def test_install_chains_the_previous_handler(monkeypatch):
+    import signal
+
+    from app.core import shutdown
+
+    calls = []
+    monkeypatch.setattr(shutdown, "stopping", __import__("threading").Event())
+    previous = signal.signal(signal.SIGUSR2, lambda sig, frame: calls.append(sig))
+    try:
+        shutdown.install(signal.SIGUSR2)
+        signal.raise_signal(signal.SIGUSR2)
+        assert shutdown.stopping.is_set() and calls == [signal.SIGUSR2]
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
