@@ -5,6 +5,7 @@ database, a schema of its own in that database (selected through the libpq
 `options=-csearch_path=...` URL parameter), so the in-process tests, which drop
 and recreate `public`, never touch it.
 """
+import itertools
 import os
 import signal
 import socket
@@ -101,6 +102,9 @@ def stop(process):
         process.wait()
 
 
+_schemas = itertools.count()
+
+
 @contextmanager
 def private_database(workdir):
     """A database URL nothing else uses: a SQLite file, or a Postgres schema dropped afterwards."""
@@ -108,7 +112,7 @@ def private_database(workdir):
         yield f"sqlite:///{workdir / 'lantern.db'}"
         return
     # Per run, so two runs against the same database never share (or drop) each other's data.
-    schema = f"lantern_sdk_{os.getpid()}"
+    schema = f"lantern_sdk_{os.getpid()}_{next(_schemas)}"
     postgres_schema(POSTGRES_URL, schema, create=True)
     try:
         yield with_query(POSTGRES_URL, options=f"-csearch_path={schema}")

@@ -16,8 +16,15 @@ class ExtensionSchema(ma.Schema):
     last_used_at = UtcDateTime(allow_none=True)
 
 
+def not_a_route(name):
+    # GET /extensions/from_chrome_store is the store download, so this name could never be downloaded.
+    if name == "from_chrome_store":
+        raise ma.ValidationError("'from_chrome_store' is a route of this API, not a usable name.")
+
+
 class ExtensionUploadFormSchema(ma.Schema):
-    name = PathName(metadata={"description": "optional; unique in the project"})
+    name = PathName(validate=[validate.Length(1, 255), not_a_route],
+                    metadata={"description": "optional; unique in the project"})
 
 
 class ExtensionUploadFileSchema(ma.Schema):

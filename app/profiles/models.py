@@ -74,7 +74,8 @@ class Profile(BaseModel):
 
     @classmethod
     def create_in(cls, project, name=None):
-        profile = cls(project=project, name=name)
+        now = clock.now()
+        profile = cls(project=project, name=name, created_at=now, updated_at=now)
         save_or_conflict(profile, name_taken(name), force_insert=True)
         return profile
 

@@ -200,3 +200,8 @@ class TestChromeStore:
     def test_route_is_not_an_extension_name(self, client, store):
         upload(client, make_zip(), name="from_chrome_store_x")
         assert client.get("/extensions/from_chrome_store").status_code == 400  # url is required
+
+
+def test_the_store_route_is_not_a_usable_name(client):
+    response = upload(client, make_zip(), name="from_chrome_store")
+    assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "name"
