@@ -57,6 +57,8 @@ class DefaultConfig:
     # timeout; Retry-After of a 429; longest log line kept whole (longer ones are cut).
     INVOCATION_SYNC_WAIT_SECONDS = 100
     INVOCATION_ASYNC_TIMEOUT_SECONDS = 900
+    # A sync invocation nobody finishes fails after this long, freeing its slot.
+    INVOCATION_SYNC_TIMEOUT_SECONDS = 900
     INVOCATION_RETRY_AFTER_SECONDS = 5
     INVOCATION_LOG_LINE_MAX_BYTES = 16 * 1024
     # A new organization's cap on running invocations (None: only project caps apply).

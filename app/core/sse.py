@@ -22,10 +22,10 @@ def comment(text="keepalive"):
 
 
 def stream(frames):
-    """A streaming response over an iterator of frames.
+    """A streaming response over a generator of frames.
 
-    The iterator owns its clean-up (try/finally): Werkzeug closes it when the
-    client goes away, which runs the `finally` blocks.
+    The generator owns its clean-up in try/finally: when the client goes away,
+    the server closes the response, which closes the generator and runs it.
     """
     return Response(frames, mimetype="text/event-stream", headers=HEADERS)
 
@@ -33,4 +33,4 @@ def stream(frames):
 def last_event_id(request):
     """The Last-Event-ID header as an int, or None when absent or not a number."""
     value = request.headers.get("Last-Event-ID", "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -19,46 +19,66 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
 
     Without `after_id` (Last-Event-ID) the stored events replay first, log lines
     filtered by `since`; with it, everything after that id. Live events follow,
-    read through the subject's SharedTail (one query per wake-up for all followers
-    in this process). The generator holds no database connection while it waits,
-    and returns right after the terminal invocation_state frame.
+    read through the subject's SharedTail. The generator holds no database
+    connection while it waits, returns right after the terminal invocation_state
+    frame, and gives its tail back in `finally` when the client goes away.
     """
     subject = invocation.subject
     deadline = invocation.deadline
     cursor = after_id or 0
     with db.connection_context():
         newest = _newest_id(invocation.id)
-    tail = tails.get(subject, lambda: SharedTail(lambda after: _fetch(invocation.id, after), floor=newest))
+        finished = Invocation.get_by_id(invocation.id).is_terminal
+    if finished and cursor >= newest:
+        return  # resumed after the last event of a finished invocation: nothing will follow
     since_filter = since if after_id is None else None
+    # Until the replay is done, this follower reads on its own (the since filter
+    # applies up to `newest`); after it, through the tail shared with the others.
+    replaying = since_filter is not None or cursor < newest
+    tail = tails.acquire(subject, lambda: SharedTail(lambda after: _fetch(invocation.id, after),
+                                                     floor=newest, batch=BATCH))
     next_heartbeat = time.monotonic() + heartbeat_seconds
-    while True:
-        # Read the channel position before the database, so an event committed
-        # after the read still wakes the wait below.
-        seen = channels().latest_seq(subject)
-        if deadline is not None and clock.now() >= deadline:
-            with db.connection_context():
-                lifecycle.expire_overdue(project)
-        # Connections are opened only to read, and most wake-ups are served from the tail.
-        events = tail.after(cursor, seen, poll_seconds)
-        if events is None:  # behind the shared tail: catch up on our own
-            events = _fetch(invocation.id, cursor, since=since_filter, replay_until=newest)
-        for event_id, data in events:
-            yield sse.frame(data, event_id)
-            cursor = event_id
-            if data["event"] == "invocation_state" and data["invocation"]["status"] in TERMINAL:
-                tails.discard(subject)
+    try:
+        while True:
+            # Read the channel position before the database, so an event committed
+            # after the read still wakes the wait below.
+            seen = channels().latest_seq(subject)
+            if deadline is not None and clock.now() >= deadline:
+                with db.connection_context():
+                    lifecycle.expire_overdue(project)
+            if replaying:
+                events = _fetch(invocation.id, cursor, since=since_filter, replay_until=newest)
+                caught_up = len(events) < BATCH
+            else:
+                events = tail.after(cursor, seen, poll_seconds)
+                caught_up = events is not None
+                if events is None:  # behind the shared tail (it was trimmed): read on our own
+                    events = _fetch(invocation.id, cursor)
+                    caught_up = len(events) < BATCH
+            for event_id, data in events:
+                yield sse.frame(data, event_id)
+                cursor = event_id
+                if data["event"] == "invocation_state" and data["invocation"]["status"] in TERMINAL:
+                    return
+            if replaying and caught_up:
+                # Everything up to `newest` was delivered or filtered out by `since`.
+                replaying, cursor = False, max(cursor, newest)
+            if not caught_up:
+                continue
+            if events:
+                next_heartbeat = time.monotonic() + heartbeat_seconds
+            now = time.monotonic()
+            if now >= next_heartbeat:
+                yield sse.frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
+                next_heartbeat = now + heartbeat_seconds
+            channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
+            if shutdown.stopping.is_set():
+                yield sse.frame({"event": "error", "timestamp": clock.isoformat(clock.now()),
+                                 "error": {"code": "server_restarting",
+                                           "message": "The server is restarting; follow again to resume."}})
                 return
-        if events and cursor < tail.floor:
-            continue
-        if events:
-            next_heartbeat = time.monotonic() + heartbeat_seconds
-        now = time.monotonic()
-        if now >= next_heartbeat:
-            yield sse.frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
-            next_heartbeat = now + heartbeat_seconds
-        channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
-        if shutdown.stopping.is_set():
-            return
+    finally:
+        tails.release(subject, tail)
 
 
 def _newest_id(invocation_id):

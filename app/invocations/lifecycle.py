@@ -30,13 +30,17 @@ from app.streams import channels
 def record_state(invocation):
     from app.invocations.schemas import InvocationSchema
 
+    # The payload (up to 4.5 MB, optional in the record) stays out of every state frame.
     return InvocationEvent.create(invocation=invocation.id, kind="state", timestamp=clock.now(),
-                                  snapshot=json.dumps(InvocationSchema().dump(invocation)))
+                                  snapshot=json.dumps(InvocationSchema(exclude=("payload",)).dump(invocation)))
 
 
 def announce(invocations):
+    """Wake followers of changed invocations; a finished one's channel is dropped after."""
     for invocation in invocations:
         channels().append(invocation.subject, invocation.status)
+        if invocation.is_terminal:
+            channels().discard(invocation.subject)
 
 
 def blocking_limit(project, org):
@@ -72,17 +76,23 @@ def create(project, fields):
     touched = []
     with exclusive(org):
         touched += _expire_overdue(org)
+        # Queued ones first (FIFO), in case a cap was raised since they queued.
+        touched += _promote(org)
         blocked = blocking_limit(project, org)
         if blocked and not fields["async"]:
             raise over_limit_error(blocked)
         now = clock.now()
-        timeout = fields.get("async_timeout_seconds") or current_app.config["INVOCATION_ASYNC_TIMEOUT_SECONDS"]
+        config = current_app.config
+        if fields["async"]:
+            timeout = fields.get("async_timeout_seconds") or config["INVOCATION_ASYNC_TIMEOUT_SECONDS"]
+        else:
+            # Nobody may finish a sync invocation whose caller gave up; it must not hold a slot forever.
+            timeout = config["INVOCATION_SYNC_TIMEOUT_SECONDS"]
         invocation = Invocation.create(
             project=project.id, app_name=fields["app_name"], action_name=fields["action_name"],
             version=fields["version"], payload=fields.get("payload"), is_async=fields["async"],
             async_timeout_seconds=timeout if fields["async"] else None,
-            deadline=now + timedelta(seconds=timeout) if fields["async"] else None,
-            status=QUEUED if blocked else RUNNING, started_at=now,
+            deadline=now + timedelta(seconds=timeout), status=QUEUED if blocked else RUNNING, started_at=now,
         )
         record_state(invocation)
         touched.append(invocation)
@@ -149,8 +159,9 @@ def _expire_overdue(org):
                    .where((Project.org == org.id) & Invocation.status.in_(LIVE)
                           & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
     for invocation in overdue:
-        invocation.status_reason = (f"Timed out: still {invocation.status} when the async timeout of "
-                                    f"{invocation.async_timeout_seconds} s ran out.")
+        seconds = int((invocation.deadline - invocation.started_at).total_seconds())
+        which = "async timeout" if invocation.is_async else "timeout for sync invocations"
+        invocation.status_reason = f"Timed out: still {invocation.status} when the {which} of {seconds} s ran out."
         invocation.status, invocation.finished_at = FAILED, now
         invocation.save()
         record_state(invocation)
@@ -179,19 +190,27 @@ def _promote(org):
 def append_logs(invocation, lines):
     """Store log lines (durably) and wake followers; over-long lines are truncated, never refused."""
     if invocation.is_terminal:
-        raise ApiError(409, "invocation_finished", f"The invocation already {invocation.status}; "
-                       "it takes no more log lines.", headers=NO_RETRY)
+        raise finished(invocation)
     if not lines:
         raise bad_request("Give at least one log line.", field="lines")
     limit = current_app.config["INVOCATION_LOG_LINE_MAX_BYTES"]
     rows = [{"invocation": invocation.id, "kind": "log", "timestamp": line.get("timestamp") or clock.now(),
              "message": truncate(line["message"], limit)} for line in lines]
     # Holding the invocation's row (as status changes do, by updating it) makes its
-    # events commit in id order, so a follower reading "ids above n" never skips one.
+    # events commit in id order, so a follower reading "ids above n" never skips one;
+    # and a status change cannot slip in between the check and the insert.
     with exclusive(invocation):
+        current = Invocation.get_by_id(invocation.id)
+        if current.is_terminal:
+            raise finished(current)
         InvocationEvent.insert_many(rows).execute()
     channels().append(invocation.subject, "log")
     return len(rows)
+
+
+def finished(invocation):
+    return ApiError(409, "invocation_finished", f"The invocation already {invocation.status}; "
+                    "it takes no more log lines.", headers=NO_RETRY)
 
 
 def truncate(message, limit):

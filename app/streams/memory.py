@@ -53,7 +53,8 @@ class MemoryChannels:
                                               or self._channels.get(subject) is not channel, timeout)
 
     def latest_seq(self, subject):
-        return self._channel(subject).next_seq - 1
+        channel = self._channels.get(subject)
+        return channel.next_seq - 1 if channel else 0
 
     def oldest_seq(self, subject):
         channel = self._channel(subject)

@@ -31,7 +31,8 @@ def read_frames(response, *, until=None, count=None, timeout=10.0):
                     if (count and len(frames) >= count) or (until and until(frames[-1])):
                         return frames
             if time.monotonic() > deadline:
-                raise AssertionError(f"stream did not deliver in time; got {frames}")
+                raise AssertionError(f"stream did not deliver in time; got {len(frames)} frames, "
+                                     f"the last: {frames[-1] if frames else None}")
         return frames
     finally:
         response.close()

@@ -89,3 +89,22 @@ def test_parallel_creates_never_exceed_the_cap(app, client, owner_key):
         t.join()
     assert sorted(statuses) == ["queued"] * 9 + ["running"] * 3
     assert len(client.get("/invocations?status=running").get_json()) == 3
+
+
+def test_raising_a_cap_lets_the_queue_go_first(client, invoke):
+    cap_project(client, 1)
+    invoke()
+    queued = invoke().get_json()
+    cap_project(client, 5)
+    newcomer = invoke().get_json()
+    assert client.get(f"/invocations/{queued['id']}").get_json()["status"] == "running"
+    assert newcomer["status"] == "running"
+
+
+def test_sync_invocations_nobody_finishes_time_out_too(app, client, invoke):
+    app.config["INVOCATION_SYNC_WAIT_SECONDS"] = 0
+    clock.freeze(clock.now())
+    abandoned = invoke(asynchronous=False).get_json()
+    clock.advance(seconds=app.config["INVOCATION_SYNC_TIMEOUT_SECONDS"] + 1)
+    body = client.get(f"/invocations/{abandoned['id']}").get_json()
+    assert body["status"] == "failed" and "sync" in body["status_reason"]

@@ -153,7 +153,9 @@ def test_a_stopping_worker_ends_open_streams(app, client, invoke, frames_of, mon
     monkeypatch.setattr(shutdown, "stopping", __import__("threading").Event())
     shutdown.stopping.set()
     frames = frames_of(follow(client, invocation["id"]), timeout=5)
-    assert [d["event"] for _, d in frames] == ["invocation_state"]  # replayed, then the stream ended
+    # Replayed, then an error frame tells the follower the stream was cut, and it ends.
+    assert [d["event"] for _, d in frames] == ["invocation_state", "error"]
+    assert frames[-1][1]["error"]["code"] == "server_restarting"
 
 
 def test_install_chains_the_previous_handler(monkeypatch):
@@ -170,3 +172,80 @@ def test_install_chains_the_previous_handler(monkeypatch):
         assert shutdown.stopping.is_set() and calls == [signal.SIGUSR2]
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+def test_resuming_after_the_last_event_of_a_finished_invocation_ends_at_once(client, invoke, frames_of):
+    invocation = invoke().get_json()
+    client.patch(f"/invocations/{invocation['id']}", json={"status": "succeeded"})
+    last = frames_of(follow(client, invocation["id"]))[-1][0]
+    assert frames_of(follow(client, invocation["id"], headers={"Last-Event-ID": str(last)}), timeout=5) == []
+
+
+def test_since_holds_while_another_follower_shares_the_tail(app, client, invoke, owner_key, frames_of):
+    clock.freeze(clock.parse_rfc3339("2026-06-01T00:00:00Z"))
+    invocation = invoke().get_json()
+    log(client, invocation["id"], "early-1", "early-2")
+    first = follow(client, invocation["id"])
+    assert [d.get("message") for _, d in frames_of_open(first, 3)] == [None, "early-1", "early-2"]
+    clock.advance(minutes=10)
+    second = follow(client, invocation["id"], query="?since=5m")
+    assert [d["event"] for _, d in frames_of_open(second, 1)] == ["invocation_state"]  # early lines filtered
+    log(client, invocation["id"], "late")
+    client.patch(f"/invocations/{invocation['id']}", json={"status": "succeeded"})
+    assert [d["message"] for _, d in frames_of(second) if d["event"] == "log"] == ["late"]
+    assert [d.get("message") for _, d in frames_of(first) if d["event"] == "log"] == ["late"]
+
+
+def frames_of_open(response, count):
+    """Read `count` frames without closing the response (it keeps following)."""
+    import json
+
+    frames, buffer, chunks = [], "", response.response
+    while len(frames) < count:
+        buffer += next(chunks).decode()
+        while "\n\n" in buffer:
+            block, buffer = buffer.split("\n\n", 1)
+            data = [line[6:] for line in block.splitlines() if line.startswith("data: ")]
+            if data:
+                frames.append((None, json.loads(data[0])))
+    return frames
+
+
+def test_a_burst_larger_than_one_read_arrives_without_waiting_for_polls(app, client, invoke, owner_key, frames_of):
+    app.config["STREAM_POLL_SECONDS"] = 30
+    invocation = invoke().get_json()
+    follower = follow(client, invocation["id"])
+
+    def burst():
+        time.sleep(0.1)
+        own = client_for(app, owner_key.plaintext)
+        own.post(f"/invocations/{invocation['id']}/logs", json={"lines": [{"message": str(i)} for i in range(1000)]})
+        own.patch(f"/invocations/{invocation['id']}", json={"status": "succeeded"})
+
+    thread = threading.Thread(target=burst)
+    thread.start()
+    started = time.monotonic()
+    frames = frames_of(follower, timeout=20)
+    thread.join()
+    assert [d["message"] for _, d in frames if d["event"] == "log"] == [str(i) for i in range(1000)]
+    assert time.monotonic() - started < 20  # far below the 30 s poll: no batch waited for a poll
+
+
+def test_a_malformed_last_event_id_is_ignored(client, invoke, frames_of):
+    invocation = invoke().get_json()
+    client.patch(f"/invocations/{invocation['id']}", json={"status": "succeeded"})
+    frames = frames_of(follow(client, invocation["id"], headers={"Last-Event-ID": "²"}))
+    assert len(frames) == 2
+
+
+def test_followers_give_back_their_tail_and_finished_channels_are_dropped(app, client, invoke, frames_of):
+    from app.invocations.events import tails
+
+    invocation = invoke().get_json()
+    response = follow(client, invocation["id"])
+    frames_of_open(response, 1)
+    assert len(tails) == 1
+    response.close()
+    assert len(tails) == 0
+    client.patch(f"/invocations/{invocation['id']}", json={"status": "succeeded"})
+    assert f"invocation:{invocation['id']}" not in app.extensions["channels"]._channels
