@@ -9,6 +9,8 @@ from playhouse.db_url import parse as parse_url
 from playhouse.pool import PooledSqliteDatabase
 from playhouse.postgres_ext import PooledPsycopg3Database
 
+from app.core.errors import not_found
+
 db = DatabaseProxy()
 
 
@@ -55,6 +57,33 @@ class CompiledQuery:
         query, sql = self._compiled[database]
         rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
         return next(iter(rows), None)
+
+
+class NamedInProject:
+    """Mixed into models whose rows belong to a project and are addressed by id or name
+    (`/things/{id_or_name}`); they need `project`, `name` and `created_at` fields."""
+
+    noun = "Resource"
+
+    @classmethod
+    def lookup(cls, project, id_or_name):
+        """The row with this id, else with this name, in `project`; 404 otherwise."""
+        in_project = cls.project == project
+        row = (cls.get_or_none(in_project & (cls.id == id_or_name))
+               or cls.get_or_none(in_project & (cls.name == id_or_name)))
+        if row is None:
+            raise not_found(f"{cls.noun} {id_or_name!r} not found.")
+        return row
+
+    @classmethod
+    def listing(cls, project, *, name=None, query=None):
+        """Rows of `project` for a list page: `name` exact, `query` a substring of the name or an exact id."""
+        rows = cls.select().where(cls.project == project)
+        if name is not None:
+            rows = rows.where(cls.name == name)
+        if query:
+            rows = rows.where(cls.name.contains(query) | (cls.id == query))
+        return rows.order_by(cls.created_at, cls.id)
 
 
 def save_or_conflict(row, error, *, force_insert=False):

@@ -5,7 +5,7 @@ from peewee import BooleanField, CharField, ForeignKeyField, IntegerField, TextF
 
 from app.core import clock, crypto
 from app.core.crypto import CiphertextField
-from app.core.db import BaseModel, UtcDateTimeField, exclusive, save_or_conflict
+from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, exclusive, save_or_conflict
 from app.core.errors import bad_request, conflict, not_found
 from app.core.ids import new_id
 from app.core.text import fold
@@ -15,9 +15,10 @@ from app.projects.models import Project
 from app.projects.resources import active_resource_counter
 
 
-class Credential(BaseModel):
+class Credential(NamedInProject, BaseModel):
     """A login for one domain. Values and the TOTP secret are stored encrypted only."""
 
+    noun = "Credential"
     id = CharField(primary_key=True, default=new_id)
     project = ForeignKeyField(Project, backref="credentials", on_delete="CASCADE")
     name = CharField()
@@ -32,14 +33,6 @@ class Credential(BaseModel):
     totp_period = IntegerField(null=True)
     created_at = UtcDateTimeField(default=clock.now)
     updated_at = UtcDateTimeField(default=clock.now)
-
-    @classmethod
-    def lookup(cls, project, id_or_name):
-        credential = (cls.get_or_none((cls.project == project) & (cls.id == id_or_name))
-                      or cls.get_or_none((cls.project == project) & (cls.name == id_or_name)))
-        if credential is None:
-            raise not_found(f"Credential {id_or_name!r} not found.")
-        return credential
 
     @classmethod
     def create_from(cls, project, fields):

@@ -3,14 +3,15 @@ from peewee import BigIntegerField, CharField, ForeignKeyField
 
 from app.core import blobs, clock
 from app.core.blobs import BlobRefField
-from app.core.db import BaseModel, UtcDateTimeField, save_or_conflict
-from app.core.errors import conflict, not_found
+from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, save_or_conflict
+from app.core.errors import conflict
 from app.core.ids import new_id
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
 
 
-class Extension(BaseModel):
+class Extension(NamedInProject, BaseModel):
+    noun = "Extension"
     id = CharField(primary_key=True, default=new_id)
     project = ForeignKeyField(Project, backref="extensions", on_delete="CASCADE")
     # Optional; unique per project when set.
@@ -20,14 +21,6 @@ class Extension(BaseModel):
     size_bytes = BigIntegerField()
     created_at = UtcDateTimeField(default=clock.now)
     last_used_at = UtcDateTimeField(null=True)
-
-    @classmethod
-    def lookup(cls, project, id_or_name):
-        extension = (cls.get_or_none((cls.project == project) & (cls.id == id_or_name))
-                     or cls.get_or_none((cls.project == project) & (cls.name == id_or_name)))
-        if extension is None:
-            raise not_found(f"Extension {id_or_name!r} not found.")
-        return extension
 
     @classmethod
     def record(cls, project, name, checksum, size_bytes):

@@ -33,12 +33,7 @@ class Extensions(MethodView):
     @blp.response(200, schemas.ExtensionSchema(many=True), headers=PAGE_HEADERS)
     def get(self, args):
         """List extensions of the project"""
-        found = Extension.select().where(Extension.project == g.project.id)
-        if args.get("name") is not None:
-            found = found.where(Extension.name == args["name"])
-        if args.get("query"):
-            found = found.where(Extension.name.contains(args["query"]) | (Extension.id == args["query"]))
-        return page(found.order_by(Extension.created_at, Extension.id), args)
+        return page(Extension.listing(g.project.id, name=args.get("name"), query=args.get("query")), args)
 
     @blp.arguments(schemas.ExtensionUploadFormSchema, location="form")
     @blp.arguments(schemas.ExtensionUploadFileSchema, location="files")

@@ -6,8 +6,8 @@ from peewee import CharField, ForeignKeyField
 
 from app.core import blobs, clock
 from app.core.blobs import BlobRefField
-from app.core.db import BaseModel, UtcDateTimeField, save_or_conflict
-from app.core.errors import conflict, not_found
+from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, save_or_conflict
+from app.core.errors import conflict
 from app.core.ids import new_id
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
@@ -49,9 +49,10 @@ def name_taken(name):
     return conflict("profile_name_taken", f"A profile named {name!r} already exists in this project.")
 
 
-class Profile(BaseModel):
+class Profile(NamedInProject, BaseModel):
     """Sessions refer to a profile by id, so renaming never breaks saving its state."""
 
+    noun = "Profile"
     id = CharField(primary_key=True, default=new_id)
     # The logical project: requests without a project header act in the default
     # project, so "unscoped" and default-project profiles are one namespace.
@@ -63,14 +64,6 @@ class Profile(BaseModel):
     created_at = UtcDateTimeField(default=clock.now)
     updated_at = UtcDateTimeField(default=clock.now)
     last_used_at = UtcDateTimeField(null=True)
-
-    @classmethod
-    def lookup(cls, project, id_or_name):
-        profile = (cls.get_or_none((cls.project == project) & (cls.id == id_or_name))
-                   or cls.get_or_none((cls.project == project) & (cls.name == id_or_name)))
-        if profile is None:
-            raise not_found(f"Profile {id_or_name!r} not found.")
-        return profile
 
     @classmethod
     def create_in(cls, project, name=None):

@@ -19,12 +19,7 @@ class Profiles(MethodView):
     @blp.response(200, schemas.ProfileSchema(many=True), headers=PAGE_HEADERS)
     def get(self, args):
         """List profiles of the project"""
-        profiles = Profile.select().where(Profile.project == g.project.id)
-        if args.get("name") is not None:
-            profiles = profiles.where(Profile.name == args["name"])
-        if args.get("query"):
-            profiles = profiles.where(Profile.name.contains(args["query"]) | (Profile.id == args["query"]))
-        return page(profiles.order_by(Profile.created_at, Profile.id), args)
+        return page(Profile.listing(g.project.id, name=args.get("name"), query=args.get("query")), args)
 
     @blp.arguments(schemas.ProfileCreateSchema)
     @blp.response(201, schemas.ProfileSchema)
