@@ -45,9 +45,10 @@ def register_blueprints(api):
 
 
 def register_commands(app):
-    from app.core.cli import db_cli, secrets_cli
+    from app.core.cli import blobs_cli, db_cli, secrets_cli
     from app.orgs.cli import orgs_cli
 
     app.cli.add_command(db_cli)
     app.cli.add_command(secrets_cli)
+    app.cli.add_command(blobs_cli)
     app.cli.add_command(orgs_cli)

@@ -37,11 +37,14 @@ class DefaultConfig:
 
     # Blobs (profile states, extension archives), content-addressed files. None: instance/blobs.
     BLOB_DIR = None
+    # An unreferenced blob is removed only once this old (see app/core/blobs.py).
+    BLOB_GRACE_SECONDS = 3600
 
     # Extensions: largest upload (413 beyond) and largest size once unpacked (400 beyond,
     # the zip-bomb guard). The CRX URL template takes {id} and {os}; tests point it at 127.0.0.1.
     EXTENSION_MAX_UPLOAD_BYTES = 100 * 1024 * 1024
     EXTENSION_MAX_UNCOMPRESSED_BYTES = 512 * 1024 * 1024
+    EXTENSION_MAX_ENTRIES = 10000
     CHROME_STORE_CRX_URL = ("https://clients2.google.com/service/update2/crx?response=redirect&os={os}"
                             "&arch=x64&prodversion=131.0&acceptformat=crx2,crx3&x=id%3D{id}%26uc")
     CHROME_STORE_TIMEOUT_SECONDS = 30

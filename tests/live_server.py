@@ -28,6 +28,8 @@ SERVER_SETTINGS = {
     "LANTERN_DEFAULT_ORG_MAX_CONCURRENT_SESSIONS": "10",
     "LANTERN_API_KEY_ROTATION_GRACE_DAYS": "7",
     "LANTERN_ENCRYPTION_KEYS": "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c=",
+    # Released blobs go at once, so tests can see them go (the grace is tested in-process).
+    "LANTERN_BLOB_GRACE_SECONDS": "0",
 }
 
 

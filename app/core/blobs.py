@@ -3,12 +3,17 @@
 A blob is named by the SHA-256 of its bytes, so identical uploads share one
 file. Writes go to a temp file in the same folder and are renamed into place,
 so a reader never sees a partial blob. Records point at blobs through
-BlobRefField columns; a blob no record references is removed.
+BlobRefField columns; a blob no record references is removed once it is older
+than BLOB_GRACE_SECONDS. The grace matters: a write stores the blob before it
+inserts the row naming it, so a blob written moments ago may be about to gain
+a reference that no query can see yet. Blobs released inside the grace are
+removed by `flask --app app blobs sweep` (run it from cron).
 """
 import hashlib
 import io
 import os
 import tempfile
+import time
 
 from flask import current_app
 from peewee import CharField
@@ -78,15 +83,44 @@ def store():
     return current_app.extensions["blobs"]
 
 
-def release(base, digest):
-    """Remove the blob `digest` unless a BlobRefField of any model below `base` still names it."""
-    if digest is None:
-        return
-    pending = [base]
+def _ref_fields(base):
+    pending, found = [base], []
     while pending:
         model = pending.pop()
         pending.extend(model.__subclasses__())
-        for field in model._meta.sorted_fields:
-            if isinstance(field, BlobRefField) and model.select().where(field == digest).exists():
-                return
+        found.extend((model, f) for f in model._meta.sorted_fields if isinstance(f, BlobRefField))
+    return found
+
+
+def _old_enough(path):
+    try:
+        return time.time() - os.path.getmtime(path) >= current_app.config["BLOB_GRACE_SECONDS"]
+    except FileNotFoundError:
+        return False
+
+
+def release(base, digest):
+    """Remove the blob `digest` if no BlobRefField of a model below `base` names it and
+    it is older than the grace period (else the next sweep will)."""
+    if digest is None or not _old_enough(store().path(digest)):
+        return
+    if any(model.select().where(field == digest).exists() for model, field in _ref_fields(base)):
+        return
     store().delete(digest)
+
+
+def sweep(base):
+    """Remove every unreferenced blob older than the grace period; returns how many."""
+    referenced = set()
+    for model, field in _ref_fields(base):
+        referenced.update(value for (value,) in model.select(field).where(field.is_null(False)).tuples())
+    removed = 0
+    root = store().root
+    for folder in os.listdir(root):
+        if folder == "tmp":
+            continue
+        for name in os.listdir(os.path.join(root, folder)):
+            if name not in referenced and _old_enough(os.path.join(root, folder, name)):
+                store().delete(name)
+                removed += 1
+    return removed

@@ -3,7 +3,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.core import crypto, migrations
+from app.core import blobs, crypto, migrations
 from app.core.db import BaseModel, db
 
 db_cli = AppGroup("db", help="Database schema commands.")
@@ -14,6 +14,16 @@ def upgrade_command():
     """Apply pending schema migrations."""
     applied = migrations.upgrade(current_app.extensions["database"])
     click.echo(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else ""))
+
+
+blobs_cli = AppGroup("blobs", help="The blob store of profile states and extension archives.")
+
+
+@blobs_cli.command("sweep")
+def sweep_command():
+    """Remove blobs no record refers to (older than BLOB_GRACE_SECONDS)."""
+    with db.connection_context():
+        click.echo(f"removed {blobs.sweep(BaseModel)} unreferenced blob(s)")
 
 
 secrets_cli = AppGroup("secrets", help="Encryption keys of secrets stored at rest.")

@@ -3,7 +3,7 @@ import logging
 
 import marshmallow as ma
 from flask import jsonify, request
-from peewee import DoesNotExist, IntegrityError
+from peewee import DataError, DoesNotExist, IntegrityError
 from werkzeug.exceptions import HTTPException
 
 logger = logging.getLogger(__name__)
@@ -147,6 +147,20 @@ def register_error_handlers(app):
     @app.errorhandler(DoesNotExist)
     def handle_missing_row(error):
         return error_response(404, "not_found", "The requested resource does not exist.")
+
+    @app.before_request
+    def refuse_nul_characters():
+        # Postgres text cannot hold NUL; refuse it up front, the same on every database.
+        if ("\x00" in request.path or any("\x00" in v for v in request.args.values())
+                or (request.is_json and b"\\u0000" in request.get_data())):
+            return error_response(400, "bad_request", "NUL characters are not allowed.")
+
+    @app.errorhandler(DataError)
+    def handle_data_error(error):
+        # A value the database cannot store (out of range, NUL in text): the caller's input.
+        logger.info("data error turned into 400: %s", error)
+        return error_response(400, "bad_request", "A value is out of range or holds characters the database "
+                                                  "cannot store.")
 
     @app.errorhandler(IntegrityError)
     def handle_integrity_error(error):

@@ -43,6 +43,9 @@ class PathName(Name):
         name = super()._deserialize(value, attr, data, **kwargs)
         if any(c in name for c in self.forbidden):
             raise ma.ValidationError("A name may not contain " + " or ".join(repr(c) for c in self.forbidden) + ".")
+        # It also goes into headers (Content-Disposition) and URLs.
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise ma.ValidationError("A name may not contain control characters.")
         return name
 
 

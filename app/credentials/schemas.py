@@ -114,7 +114,7 @@ class CredentialProviderCreateSchema(ma.Schema):
     url = ProviderUrl(allow_none=True)
     cache_ttl_seconds = JsonInteger(validate=validate.Range(0, 86400))
     enabled = JsonBoolean()
-    priority = JsonInteger()
+    priority = JsonInteger(validate=validate.Range(-1_000_000, 1_000_000))
 
 
 class CredentialProviderUpdateSchema(ma.Schema):
@@ -123,7 +123,7 @@ class CredentialProviderUpdateSchema(ma.Schema):
     url = ProviderUrl(allow_none=True, metadata={"description": "null returns to the configured default"})
     cache_ttl_seconds = JsonInteger(validate=validate.Range(0, 86400))
     enabled = JsonBoolean()
-    priority = JsonInteger()
+    priority = JsonInteger(validate=validate.Range(-1_000_000, 1_000_000))
 
 
 class VaultSchema(ma.Schema):

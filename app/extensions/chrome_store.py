@@ -1,4 +1,5 @@
 """Fetching an extension from the Chrome Web Store (or a configured look-alike) as a ZIP."""
+import io
 import re
 import socket
 import urllib.error
@@ -8,7 +9,7 @@ from urllib.parse import quote, urlparse
 from flask import current_app
 
 from app.core.errors import ApiError, bad_request
-from app.extensions.archive import InvalidArchive, crx_to_zip
+from app.extensions.archive import InvalidArchive, crx_to_zip, validate_zip
 
 EXTENSION_ID = re.compile(r"^[a-p]{32}$")
 
@@ -47,9 +48,13 @@ def fetch_zip(store_url, os_name):
     if not data:
         raise not_in_store(ext_id)
     try:
-        return ext_id, crx_to_zip(data)
+        archive = crx_to_zip(data)
+        validate_zip(io.BytesIO(archive), max_uncompressed=config["EXTENSION_MAX_UNCOMPRESSED_BYTES"],
+                     max_entries=config["EXTENSION_MAX_ENTRIES"])
+        return ext_id, archive
     except InvalidArchive as error:
-        raise ApiError(502, "chrome_store_bad_response", str(error)) from None
+        raise ApiError(502, "chrome_store_bad_response", f"The store's answer is not a usable extension: {error}") \
+            from None
 
 
 def not_in_store(ext_id):

@@ -10,6 +10,10 @@ from app.projects.models import Project
 from app.projects.resources import active_resource_counter
 
 
+def name_taken(name):
+    return conflict("extension_name_taken", f"An extension named {name!r} already exists in this project.")
+
+
 class Extension(NamedInProject, BaseModel):
     noun = "Extension"
     id = CharField(primary_key=True, default=new_id)
@@ -23,16 +27,21 @@ class Extension(NamedInProject, BaseModel):
     last_used_at = UtcDateTimeField(null=True)
 
     @classmethod
+    def ensure_name_free(cls, project, name):
+        """409 before any byte is stored when the name is taken (the common clash)."""
+        if name is not None and cls.select().where((cls.project == project) & (cls.name == name)).exists():
+            raise name_taken(name)
+
+    @classmethod
     def record(cls, project, name, checksum, size_bytes):
         """The row for a validated upload whose bytes are already in the blob store.
 
-        On a name clash the blob is released again, so nothing is left half-stored.
+        A clash that slipped in since ensure_name_free is still a 409 (the unique
+        index), and its blob is released (removed by the sweep after the grace).
         """
         extension = cls(project=project, name=name, checksum=checksum, size_bytes=size_bytes)
         try:
-            save_or_conflict(extension, conflict("extension_name_taken",
-                                                 f"An extension named {name!r} already exists in this project."),
-                             force_insert=True)
+            save_or_conflict(extension, name_taken(name), force_insert=True)
         except Exception:
             blobs.release(BaseModel, checksum)
             raise

@@ -40,13 +40,15 @@ class Extensions(MethodView):
     @blp.response(201, schemas.ExtensionSchema)
     def post(self, form, files):
         """Upload an extension (multipart: `file`, optional `name`)"""
+        Extension.ensure_name_free(g.project, form.get("name"))
         upload = files["file"].stream
         limit = current_app.config["EXTENSION_MAX_UPLOAD_BYTES"]
         if upload.seek(0, os.SEEK_END) > limit:
             raise ApiError(413, "payload_too_large", f"The extension archive is larger than {limit} bytes.")
         upload.seek(0)
         try:
-            validate_zip(upload, max_uncompressed=current_app.config["EXTENSION_MAX_UNCOMPRESSED_BYTES"])
+            validate_zip(upload, max_uncompressed=current_app.config["EXTENSION_MAX_UNCOMPRESSED_BYTES"],
+                         max_entries=current_app.config["EXTENSION_MAX_ENTRIES"])
         except InvalidArchive as error:
             raise bad_request(str(error), field="file") from None
         upload.seek(0)

@@ -95,6 +95,6 @@ class OrgLimitsSchema(ma.Schema):
 
 class OrgLimitsUpdateSchema(ma.Schema):
     default_project_max_concurrent_sessions = JsonInteger(
-        allow_none=True, validate=validate.Range(min=0),
+        allow_none=True, validate=validate.Range(0, 1_000_000),
         metadata={"description": "0 or null removes the default; may not exceed the organization limit"},
     )

@@ -93,8 +93,8 @@ def save_profile_state(profile_id, state):
     marshmallow.ValidationError for a state that is not in the storage-state layout.
     """
     state = StorageStateSchema().load(state)
-    digest = blobs.store().put_bytes(json.dumps(state, sort_keys=True).encode())
     profile = Profile.get_by_id(profile_id)
+    digest = blobs.store().put_bytes(json.dumps(state, sort_keys=True).encode())
     previous = profile.state_blob
     now = clock.now()
     profile.state_blob, profile.updated_at, profile.last_used_at = digest, now, now

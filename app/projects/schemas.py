@@ -46,10 +46,13 @@ def must_be_null(value):
         raise ma.ValidationError("max_pooled_sessions is deprecated and can no longer be set.")
 
 
+MAX_CAP = 1_000_000
+
+
 class ProjectLimitsUpdateSchema(ma.Schema):
-    max_concurrent_sessions = JsonInteger(allow_none=True, validate=validate.Range(min=0),
-                                                metadata={"description": "0 or null removes the cap"})
-    max_concurrent_invocations = JsonInteger(allow_none=True, validate=validate.Range(min=0),
-                                                   metadata={"description": "0 or null removes the cap"})
+    max_concurrent_sessions = JsonInteger(allow_none=True, validate=validate.Range(0, MAX_CAP),
+                                          metadata={"description": "0 or null removes the cap"})
+    max_concurrent_invocations = JsonInteger(allow_none=True, validate=validate.Range(0, MAX_CAP),
+                                             metadata={"description": "0 or null removes the cap"})
     max_pooled_sessions = JsonInteger(allow_none=True, validate=must_be_null,
                                             metadata={"description": "deprecated: any value but null is refused"})

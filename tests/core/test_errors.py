@@ -94,3 +94,15 @@ def test_messages_with_braces_are_not_templates(app, client):
     boom.route("/braces")(lambda: abort(409, message="{not a template}"))
     app.register_blueprint(boom)
     assert client.get("/braces").get_json()["message"] == "{not a template}"
+
+
+def test_nul_characters_and_out_of_range_values_are_400_on_every_database(client):
+    for path in ("/profiles/a%00b", "/profiles?name=a%00", "/org/projects?query=%00"):
+        response = client.get(path)
+        assert response.status_code == 400, path
+        assert response.get_json()["code"] == "bad_request"
+    too_big = client.patch("/org/projects/Default/limits", json={"max_concurrent_sessions": 10**12})
+    assert too_big.status_code == 400
+    log = client.post("/invocations", json={"app_name": "a", "action_name": "b", "version": "1", "async": True})
+    message = client.post(f"/invocations/{log.get_json()['id']}/logs", json={"message": "nul \u0000 here"})
+    assert message.status_code == 400

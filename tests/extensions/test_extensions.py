@@ -124,6 +124,7 @@ def test_missing_file_is_400(client):
 
 
 def test_names_are_unique_and_a_clash_stores_nothing_new(app, client):
+    app.config["BLOB_GRACE_SECONDS"] = 0
     assert upload(client, make_zip(), name="dup").status_code == 201
     other = make_zip({"manifest.json": MANIFEST, "other.js": "2"})
     clash = upload(client, other, name="dup")
@@ -132,6 +133,7 @@ def test_names_are_unique_and_a_clash_stores_nothing_new(app, client):
 
 
 def test_list_filters_and_delete(app, client):
+    app.config["BLOB_GRACE_SECONDS"] = 0
     a = upload(client, make_zip(), name="alpha").get_json()
     b = upload(client, make_zip({"manifest.json": MANIFEST, "b.js": "b"}), name="beta").get_json()
     assert [e["id"] for e in client.get("/extensions?name=alpha").get_json()] == [a["id"]]
@@ -144,6 +146,7 @@ def test_list_filters_and_delete(app, client):
 
 
 def test_identical_uploads_share_a_blob_until_both_are_gone(app, client):
+    app.config["BLOB_GRACE_SECONDS"] = 0
     data = make_zip()
     upload(client, data, name="one")
     upload(client, data, name="two")
@@ -205,3 +208,86 @@ class TestChromeStore:
 def test_the_store_route_is_not_a_usable_name(client):
     response = upload(client, make_zip(), name="from_chrome_store")
     assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "name"
+
+
+def entry(name, content, *, mode=None, flags=0):
+    info = zipfile.ZipInfo(name)
+    if mode is not None:
+        info.external_attr = mode << 16
+    info.flag_bits |= flags
+    return info, content
+
+
+def zip_of(*entries):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for info, content in entries:
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+def encrypted(data, name):
+    """Set the 'encrypted' flag of entry `name` (zipfile cannot write encrypted entries)."""
+    data = bytearray(data)
+    for signature, flag_offset, name_offset in ((b"PK\x03\x04", 6, 30), (b"PK\x01\x02", 8, 46)):
+        at = data.find(signature)
+        while at >= 0:
+            length = struct.unpack_from("<H", data, at + name_offset - (2 if signature == b"PK\x03\x04" else 18))[0]
+            if data[at + name_offset:at + name_offset + length] == name.encode():
+                struct.pack_into("<H", data, at + flag_offset, struct.unpack_from("<H", data, at + flag_offset)[0] | 1)
+            at = data.find(signature, at + 4)
+    return bytes(data)
+
+
+def test_encrypted_entries_are_400(client):
+    data = encrypted(zip_of(entry("manifest.json", MANIFEST), entry("secret.js", "x")), "secret.js")
+    response = upload(client, data)
+    assert response.status_code == 400 and "encrypted" in response.get_json()["message"]
+
+
+@pytest.mark.parametrize("extra, reason", [
+    (entry("link", "/etc/passwd", mode=0o120777), "symlinks"),
+    (entry("manifest.json", "{not json"), "twice"),
+])
+def test_symlinks_encrypted_and_duplicate_entries_are_400(client, extra, reason):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name we make on purpose
+        data = zip_of(entry("manifest.json", MANIFEST, mode=0o100644), extra)
+    response = upload(client, data)
+    assert response.status_code == 400, response.get_json()
+    assert reason in response.get_json()["message"]
+
+
+def test_too_many_entries_are_refused_before_the_directory_is_loaded(app, client):
+    app.config["EXTENSION_MAX_ENTRIES"] = 100
+    data = zip_of(entry("manifest.json", MANIFEST), *[entry(f"f{i}", "") for i in range(100)])
+    response = upload(client, data)
+    assert response.status_code == 400 and "more than 100 entries" in response.get_json()["message"]
+    fits = zip_of(entry("manifest.json", MANIFEST), *[entry(f"f{i}", "") for i in range(99)])
+    assert upload(client, fits).status_code == 201
+
+
+def test_names_with_control_characters_are_refused(client):
+    for name in ("a\r\nb", "tab\tname", "nul\x00"):
+        assert upload(client, make_zip(), name=name).status_code == 400, repr(name)
+
+
+def test_a_fresh_blob_outlives_its_release_until_the_sweep(app, client):
+    """A blob written moments ago may be about to gain a row that names it: only the sweep, later, removes it."""
+    data = make_zip()
+    created = upload(client, data, name="short-lived").get_json()
+    path = app.extensions["blobs"].path(created["checksum"])
+    client.delete("/extensions/short-lived")
+    assert os.path.exists(path)
+    runner = app.test_cli_runner()
+    assert "removed 0" in runner.invoke(args=["blobs", "sweep"]).output
+    kept_data = make_zip({"manifest.json": MANIFEST, "kept.js": "1"})
+    kept = upload(client, kept_data, name="kept").get_json()
+    old = os.path.getmtime(path) - 7200
+    for blob in (path, app.extensions["blobs"].path(kept["checksum"])):
+        os.utime(blob, (old, old))
+    assert "removed 1" in runner.invoke(args=["blobs", "sweep"]).output
+    assert not os.path.exists(path)
+    assert downloaded(client, "/extensions/kept")[1] == kept_data

@@ -102,6 +102,7 @@ def test_saving_a_state_that_is_not_a_storage_state_is_refused(app, client):
 
 
 def test_delete_removes_the_state_blob(app, client):
+    app.config["BLOB_GRACE_SECONDS"] = 0
     profile = create(client, name="gone")
     with app.app_context(), db.connection_context():
         save_profile_state(profile["id"], STATE)
