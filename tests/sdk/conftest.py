@@ -86,3 +86,15 @@ def new_org(live_server, make_client):
     def make(name=None):
         return make_client(live_server.new_org(name))
     return make
+
+
+@pytest.fixture
+def project(sdk):
+    """A project of this test's own in the shared organization."""
+    return sdk.projects.create(name=unique("project"))
+
+
+@pytest.fixture
+def in_project(sdk, project):
+    """The shared organization's client, acting in `project`."""
+    return sdk.with_options(project=project.name)

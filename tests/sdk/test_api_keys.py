@@ -36,11 +36,6 @@ def close_to(value, expected):
     return value is not None and abs(value - expected) <= SLACK
 
 
-@pytest.fixture
-def project(sdk):
-    return sdk.projects.create(name=unique("keys-project"))
-
-
 # --- create -------------------------------------------------------------------------------------
 
 def test_create_returns_the_plaintext_once_and_it_authenticates(sdk, make_client):

@@ -28,14 +28,8 @@ class SiteTOTP(pyotp.TOTP):
 
 
 @pytest.fixture
-def project(sdk):
-    return sdk.projects.create(name=unique("creds-project"))
-
-
-@pytest.fixture
-def creds(sdk, project):
-    """The shared organization's client, acting in a project of this test's own."""
-    return sdk.with_options(project=project.name)
+def creds(in_project):
+    return in_project
 
 
 def add_credential(client, *, name=None, domain="example.com", values=None, **params):

@@ -13,7 +13,6 @@ import struct
 import uuid
 import zipfile
 import zlib
-from contextlib import contextmanager
 from urllib.parse import parse_qs, urlparse
 
 import httpx
@@ -27,14 +26,7 @@ from kernel.types import (
 
 from app.config import DefaultConfig
 from tests.fakes import FakeChromeStore
-from tests.live_server import (
-    POSTGRES_URL,
-    gunicorn,
-    postgres_schema,
-    run_cli,
-    server_env,
-    with_query,
-)
+from tests.live_server import gunicorn, private_database, run_cli, server_env
 from tests.sdk.conftest import unique
 
 MANIFEST = json.dumps({"manifest_version": 3, "name": "Demo", "version": "1.0"})
@@ -128,14 +120,8 @@ def counting_client(make_client, api_key, max_retries=2, **options):
 
 
 @pytest.fixture
-def project(sdk):
-    return sdk.projects.create(name=unique("extensions-project"))
-
-
-@pytest.fixture
-def exts(sdk, project):
-    """The shared organization's client, acting in a project of this test's own."""
-    return sdk.with_options(project=project.name)
+def exts(in_project):
+    return in_project
 
 
 # --- upload / download / get ----------------------------------------------------------------------
@@ -499,21 +485,6 @@ def crx2(zip_bytes):
     return b"Cr24" + struct.pack("<III", 2, len(key), len(signature)) + key + signature + zip_bytes
 
 
-@contextmanager
-def own_database(workdir):
-    """A database only this module's server uses. Not tests.live_server.private_database: under
-    Postgres that names its schema after the process id, the schema the shared server already uses."""
-    if not POSTGRES_URL:
-        yield f"sqlite:///{workdir / 'lantern.db'}"
-        return
-    schema = f"lantern_sdk_store_{os.getpid()}"
-    postgres_schema(POSTGRES_URL, schema, create=True)
-    try:
-        yield with_query(POSTGRES_URL, options=f"-csearch_path={schema}")
-    finally:
-        postgres_schema(POSTGRES_URL, schema, create=False)
-
-
 @pytest.fixture(scope="module")
 def store():
     server = ChromeStore().start()
@@ -525,7 +496,7 @@ def store():
 def store_server(live_server, store, tmp_path_factory):
     """(base_url, api_key) of a second live server whose Chrome Web Store is `store`."""
     workdir = tmp_path_factory.mktemp("sdk_store_server")
-    with own_database(workdir) as database_url:
+    with private_database(workdir) as database_url:
         env = server_env(database_url, workdir)
         env["LANTERN_CHROME_STORE_CRX_URL"] = store.url + "/crx?id={id}&os={os}"
         run_cli(env, "db", "upgrade")

@@ -11,11 +11,6 @@ def caps(limits):
     return (limits.max_concurrent_sessions, limits.max_concurrent_invocations, limits.max_pooled_sessions)
 
 
-@pytest.fixture
-def project(sdk):
-    return sdk.projects.create(name=unique("limits"))
-
-
 # --- project limits ------------------------------------------------------------------------------
 
 def test_a_new_project_has_no_caps(sdk, project):

@@ -27,14 +27,8 @@ CONTENDERS = 6
 
 
 @pytest.fixture
-def project(sdk):
-    return sdk.projects.create(name=unique("profiles-project"))
-
-
-@pytest.fixture
-def profiles(sdk, project):
-    """The shared organization's client, acting in a project of this test's own."""
-    return sdk.with_options(project=project.name)
+def profiles(in_project):
+    return in_project
 
 
 def counting_client(make_client, api_key, max_retries=2, **options):
