@@ -2,11 +2,14 @@
 import flask_smorest
 from flask_smorest.arguments import ArgumentsMixin
 
-from app.core.errors import ErrorSchema, handle_http_exception
+from app.core.errors import ApiError, ErrorSchema, handle_http_exception
 
 
 class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
     DEFAULT_VALIDATION_STATUS = 400
+
+    def _handle_invalid_json_error(self, error, req, *args, **kwargs):
+        raise ApiError(400, "bad_request", "The request body is not valid JSON.")
 
 
 class Blueprint(flask_smorest.Blueprint):

@@ -124,8 +124,6 @@ def handle_http_exception(error):
     headers.pop("Content-Type", None)
     if "messages" in data:
         details = validation_details(data["messages"])
-        if details == [{"code": "invalid", "message": "Invalid JSON body."}]:
-            return error_response(400, "bad_request", "The request body is not valid JSON.")
         summary = "; ".join(f"{d['field']}: {d['message']}" if "field" in d else d["message"] for d in details)
         return error_response(400, "bad_request", f"Invalid request: {summary}", details=details)
     code = CODES_BY_STATUS.get(error.code, "error")
