@@ -65,7 +65,7 @@ def resolve_project(key):
     if by_id:
         named.append(Project.live(key.org_id).where(Project.id == by_id).first())
     if by_ref:
-        named.append(_lookup_or_none(key.org_id, by_ref))
+        named.append(Project.find(key.org_id, by_ref))
     if any(p is None or p.status != ACTIVE for p in named):
         raise project_not_found()
     if len(named) == 2 and named[0].id != named[1].id:
@@ -77,13 +77,6 @@ def resolve_project(key):
     if project is None or project.id is None or project.status != ACTIVE:
         raise project_not_found()
     return project
-
-
-def _lookup_or_none(org_id, id_or_name):
-    try:
-        return Project.lookup(org_id, id_or_name)
-    except ApiError:
-        return None
 
 
 def require_org_wide_key(action):

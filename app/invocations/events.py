@@ -24,7 +24,6 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
     frame, and gives its tail back in `finally` when the client goes away.
     """
     subject = invocation.subject
-    deadline = invocation.deadline
     cursor = after_id or 0
     with db.connection_context():
         newest = _newest_id(invocation.id)
@@ -43,7 +42,7 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
             # Read the channel position before the database, so an event committed
             # after the read still wakes the wait below.
             seen = channels().latest_seq(subject)
-            if deadline is not None and clock.now() >= deadline:
+            if invocation.is_overdue:
                 with db.connection_context():
                     lifecycle.expire_overdue(project)
             if replaying:
@@ -113,7 +112,7 @@ def wait_until_terminal(invocation, limit_seconds, poll_seconds):
             invocation = Invocation.get_by_id(invocation.id)
             if invocation.is_terminal:
                 break
-            if invocation.deadline is not None and clock.now() >= invocation.deadline:
+            if invocation.is_overdue:
                 lifecycle.expire_overdue(Project.get_by_id(invocation.project_id))
                 continue
         channels().wait(invocation.subject, seen, timeout=min(poll_seconds, remaining))

@@ -100,10 +100,10 @@ def create(project, fields):
     return invocation
 
 
-def update(invocation, *, status=None, output=None, status_reason=None):
+def update(invocation, project, *, status=None, output=None, status_reason=None):
     """PATCH: a terminal status ends it (failed cancels from any live state), running admits a
     queued one, output alone is stored. A finished invocation is final."""
-    org = Organization.get_by_id(Project.get_by_id(invocation.project_id).org_id)
+    org = Organization.get_by_id(project.org_id)
     touched = []
     with exclusive(org):
         touched += _expire_overdue(org)
@@ -118,7 +118,7 @@ def update(invocation, *, status=None, output=None, status_reason=None):
         if output is not None:
             current.output = output
         if status == RUNNING and current.status == QUEUED:
-            blocked = blocking_limit(Project.get_by_id(current.project_id), org)
+            blocked = blocking_limit(project, org)
             if blocked:
                 raise over_limit_error(blocked)
             current.status, changed = RUNNING, True
@@ -141,11 +141,7 @@ def expire_overdue(project):
 
     Cheap when nothing is overdue (one indexed query); takes the lock only when something is.
     """
-    now = clock.now()
-    overdue = (Invocation.select(Invocation.id).join(Project)
-               .where((Project.org == project.org_id) & Invocation.status.in_(LIVE)
-                      & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
-    if not overdue.exists():
+    if not _overdue(project.org_id).exists():
         return
     org = Organization.get_by_id(project.org_id)
     with exclusive(org):
@@ -155,9 +151,7 @@ def expire_overdue(project):
 
 def _expire_overdue(org):
     now = clock.now()
-    overdue = list(Invocation.select().join(Project)
-                   .where((Project.org == org.id) & Invocation.status.in_(LIVE)
-                          & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
+    overdue = list(_overdue(org.id))
     for invocation in overdue:
         seconds = int((invocation.deadline - invocation.started_at).total_seconds())
         which = "async timeout" if invocation.is_async else "timeout for sync invocations"
@@ -166,6 +160,13 @@ def _expire_overdue(org):
         invocation.save()
         record_state(invocation)
     return overdue + (_promote(org) if overdue else [])
+
+
+def _overdue(org_id):
+    """Live invocations of the organization whose deadline has passed."""
+    return (Invocation.select().join(Project)
+            .where((Project.org == org_id) & Invocation.status.in_(LIVE)
+                   & Invocation.deadline.is_null(False) & (Invocation.deadline <= clock.now())))
 
 
 def _promote(org):

@@ -52,6 +52,11 @@ class Invocation(BaseModel):
         return self.status in TERMINAL
 
     @property
+    def is_overdue(self):
+        """Still live after its deadline: the next request that sees it fails it (lifecycle)."""
+        return self.status in LIVE and self.deadline is not None and clock.now() >= self.deadline
+
+    @property
     def subject(self):
         """The channel its followers wait on."""
         return f"invocation:{self.id}"

@@ -2,12 +2,12 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.core import clock, sse
+from app.core import sse
 from app.core.api import Blueprint
 from app.core.db import db
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations import events, lifecycle, schemas
-from app.invocations.models import LIVE, Invocation
+from app.invocations.models import Invocation
 
 blp = Blueprint("invocations", __name__, url_prefix="/invocations",
                 description="Invocations of app actions, their logs and their event stream.")
@@ -16,7 +16,7 @@ blp = Blueprint("invocations", __name__, url_prefix="/invocations",
 def find(invocation_id):
     """The invocation, failed first if its async timeout ran out."""
     invocation = Invocation.lookup(g.project, invocation_id)
-    if invocation.deadline is not None and invocation.status in LIVE and clock.now() >= invocation.deadline:
+    if invocation.is_overdue:
         lifecycle.expire_overdue(g.project)
         invocation = Invocation.get_by_id(invocation.id)
     return invocation
@@ -70,7 +70,7 @@ class InvocationById(MethodView):
     @blp.response(200, schemas.InvocationSchema)
     def patch(self, args, invocation_id):
         """Update status and/or output: failed cancels, succeeded finishes, running starts a queued one"""
-        return lifecycle.update(find(invocation_id), **args)
+        return lifecycle.update(find(invocation_id), g.project, **args)
 
 
 @blp.route("/<invocation_id>/logs")

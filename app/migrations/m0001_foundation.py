@@ -1,17 +1,14 @@
 """Organizations, users, projects and API keys."""
-from peewee import CharField, ForeignKeyField, IntegerField, Model
+from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core.db import UtcDateTimeField
+from app.migrations import FrozenModel
 
 
 def upgrade(migrator):
     database = migrator.database
 
-    class Base(Model):
-        class Meta:
-            legacy_table_names = False
-
-    class Organization(Base):
+    class Organization(FrozenModel):
         id = CharField(primary_key=True)
         name = CharField()
         max_concurrent_sessions = IntegerField(null=True)
@@ -19,7 +16,7 @@ def upgrade(migrator):
         default_project_id = CharField(null=True)
         created_at = UtcDateTimeField()
 
-    class User(Base):
+    class User(FrozenModel):
         id = CharField(primary_key=True)
         org = ForeignKeyField(Organization, on_delete="CASCADE")
         email = CharField()
@@ -29,7 +26,7 @@ def upgrade(migrator):
         class Meta:
             indexes = ((("org", "email"), True),)
 
-    class Project(Base):
+    class Project(FrozenModel):
         id = CharField(primary_key=True)
         org = ForeignKeyField(Organization, on_delete="CASCADE")
         name = CharField()
@@ -41,7 +38,7 @@ def upgrade(migrator):
         max_concurrent_sessions = IntegerField(null=True)
         max_concurrent_invocations = IntegerField(null=True)
 
-    class ApiKey(Base):
+    class ApiKey(FrozenModel):
         id = CharField(primary_key=True)
         org = ForeignKeyField(Organization, on_delete="CASCADE")
         project = ForeignKeyField(Project, null=True)

@@ -1,23 +1,20 @@
 """Credentials and credential providers."""
-from peewee import BooleanField, CharField, ForeignKeyField, IntegerField, Model, TextField
+from peewee import BooleanField, CharField, ForeignKeyField, IntegerField, TextField
 
 from app.core.db import UtcDateTimeField
+from app.migrations import FrozenModel
 
 
 def upgrade(migrator):
     database = migrator.database
 
-    class Base(Model):
-        class Meta:
-            legacy_table_names = False
-
-    class Organization(Base):
+    class Organization(FrozenModel):
         id = CharField(primary_key=True)
 
-    class Project(Base):
+    class Project(FrozenModel):
         id = CharField(primary_key=True)
 
-    class Credential(Base):
+    class Credential(FrozenModel):
         id = CharField(primary_key=True)
         project = ForeignKeyField(Project, on_delete="CASCADE")
         name = CharField()
@@ -35,7 +32,7 @@ def upgrade(migrator):
         class Meta:
             indexes = ((("project", "name"), True),)
 
-    class CredentialProvider(Base):
+    class CredentialProvider(FrozenModel):
         id = CharField(primary_key=True)
         org = ForeignKeyField(Organization, on_delete="CASCADE")
         name = CharField()

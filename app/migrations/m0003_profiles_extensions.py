@@ -1,20 +1,17 @@
 """Browser profiles and extensions."""
-from peewee import BigIntegerField, CharField, ForeignKeyField, Model
+from peewee import BigIntegerField, CharField, ForeignKeyField
 
 from app.core.db import UtcDateTimeField
+from app.migrations import FrozenModel
 
 
 def upgrade(migrator):
     database = migrator.database
 
-    class Base(Model):
-        class Meta:
-            legacy_table_names = False
-
-    class Project(Base):
+    class Project(FrozenModel):
         id = CharField(primary_key=True)
 
-    class Profile(Base):
+    class Profile(FrozenModel):
         id = CharField(primary_key=True)
         project = ForeignKeyField(Project, on_delete="CASCADE")
         name = CharField(null=True)
@@ -27,7 +24,7 @@ def upgrade(migrator):
             # Unique names per project; NULL names (unnamed profiles) never collide.
             indexes = ((("project", "name"), True),)
 
-    class Extension(Base):
+    class Extension(FrozenModel):
         id = CharField(primary_key=True)
         project = ForeignKeyField(Project, on_delete="CASCADE")
         name = CharField(null=True)

@@ -1,20 +1,17 @@
 """Invocations, their events, and the organization's invocation cap."""
-from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerField, Model, TextField
+from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerField, TextField
 
 from app.core.db import UtcDateTimeField
+from app.migrations import FrozenModel
 
 
 def upgrade(migrator):
     database = migrator.database
 
-    class Base(Model):
-        class Meta:
-            legacy_table_names = False
-
-    class Project(Base):
+    class Project(FrozenModel):
         id = CharField(primary_key=True)
 
-    class Invocation(Base):
+    class Invocation(FrozenModel):
         id = CharField(primary_key=True)
         project = ForeignKeyField(Project, on_delete="CASCADE")
         app_name = CharField()
@@ -30,7 +27,7 @@ def upgrade(migrator):
         deadline = UtcDateTimeField(null=True, index=True)
         finished_at = UtcDateTimeField(null=True)
 
-    class InvocationEvent(Base):
+    class InvocationEvent(FrozenModel):
         id = AutoField()
         invocation = ForeignKeyField(Invocation, on_delete="CASCADE")
         kind = CharField()

@@ -39,10 +39,15 @@ class Project(BaseModel):
         return cls.select().where((cls.org == org) & cls.deleted_at.is_null())
 
     @classmethod
+    def find(cls, org, id_or_name):
+        """A live project by id, else by (folded) name; None otherwise."""
+        return (cls.live(org).where(cls.id == id_or_name).first()
+                or cls.live(org).where(cls.name_key == fold(id_or_name)).first())
+
+    @classmethod
     def lookup(cls, org, id_or_name):
-        """A live project by id, else by (folded) name; 404 otherwise."""
-        project = (cls.live(org).where(cls.id == id_or_name).first()
-                   or cls.live(org).where(cls.name_key == fold(id_or_name)).first())
+        """`find`, or 404 project_not_found."""
+        project = cls.find(org, id_or_name)
         if project is None:
             raise project_not_found(id_or_name)
         return project

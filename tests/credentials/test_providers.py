@@ -220,3 +220,17 @@ def test_lookup_ignores_items_that_are_not_logins(provider, connect, app, owner_
     provider()
     with app.test_request_context(), db.connection_context():
         assert providers.find_login(owner_key.org_id, "example.com") is None
+
+
+def test_items_are_cached_for_300_seconds_by_default(client, provider, connect):
+    connect.add_vault("Work")
+    created = provider()
+    clock.freeze(clock.now())
+    client.get(f"/org/credential_providers/{created['id']}/items")
+    calls = len(connect.paths)
+    clock.advance(seconds=299)
+    client.get(f"/org/credential_providers/{created['id']}/items")
+    assert len(connect.paths) == calls
+    clock.advance(seconds=2)
+    client.get(f"/org/credential_providers/{created['id']}/items")
+    assert len(connect.paths) > calls
