@@ -67,6 +67,29 @@ class DefaultConfig:
     # A new organization's cap on running invocations (None: only project caps apply).
     DEFAULT_ORG_MAX_CONCURRENT_INVOCATIONS = None
 
+    # Browser sessions. The driver that provides browsers ("external": they run elsewhere
+    # and report through the ingest endpoints). The external driver's endpoints, as
+    # templates taking {session_id}, unless the create request's `driver` gives them.
+    BROWSER_DRIVER = "external"
+    BROWSER_EXTERNAL_CDP_WS_URL = "ws://127.0.0.1:9222/devtools/browser/{session_id}"
+    BROWSER_EXTERNAL_WEBDRIVER_WS_URL = "ws://127.0.0.1:4444/session/{session_id}"
+    BROWSER_EXTERNAL_LIVE_VIEW_URL = None
+    # Retry-After of a 429 when a session cap is reached.
+    BROWSER_RETRY_AFTER_SECONDS = 5
+    # Activity within this many seconds of the last recorded one is not written again
+    # (an idle deadline is that much less exact; one write per request would cost more).
+    BROWSER_ACTIVITY_WRITE_SECONDS = 1
+
+    # Telemetry: events kept per session for the live stream (oldest evicted), most
+    # events per ingest request, how long the archive keeps events, and how often a
+    # worker prunes it (during ingest; `flask browsers prune` does it on demand).
+    TELEMETRY_BUFFER_EVENTS = 1024
+    TELEMETRY_MAX_BATCH = 1000
+    TELEMETRY_RETENTION_SECONDS = 7 * 86400
+    TELEMETRY_PRUNE_INTERVAL_SECONDS = 300
+    # Browser log lines: most lines a log stream replays before following.
+    BROWSER_LOG_REPLAY_LINES = 1000
+
     # API keys. How long a rotated key keeps working unless the caller says otherwise.
     API_KEY_ROTATION_GRACE_DAYS = 7
 

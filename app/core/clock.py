@@ -1,6 +1,8 @@
 """The one clock of the application, so tests can move time instead of sleeping."""
 from datetime import datetime, timedelta, timezone
 
+EPOCH = datetime(1970, 1, 1)
+
 _frozen_at = None
 
 
@@ -41,3 +43,8 @@ def parse_rfc3339(text):
 def isoformat(value):
     """RFC 3339 with a `Z`, the one way timestamps leave the server."""
     return to_naive_utc(value).isoformat(timespec="microseconds") + "Z"
+
+
+def micros(value):
+    """Unix time in microseconds of a naive UTC datetime (telemetry timestamps)."""
+    return (value - EPOCH) // timedelta(microseconds=1)

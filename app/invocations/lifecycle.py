@@ -23,6 +23,7 @@ from app.invocations.models import (
     InvocationEvent,
 )
 from app.orgs.models import Organization
+from app.orgs.usage import concurrency_limit_error, first_cap_reached
 from app.projects.models import Project
 from app.streams import channels
 
@@ -46,28 +47,16 @@ def announce(invocations):
 def blocking_limit(project, org):
     """The first cap a new running invocation in `project` would exceed, or None."""
     running = Invocation.select().where(Invocation.status == RUNNING)
-    caps = [("project", project.max_concurrent_invocations, running.where(Invocation.project == project.id)),
-            ("organization", org.max_concurrent_invocations,
-             running.join(Project).where(Project.org == org.id))]
-    for scope, cap, query in caps:
-        if cap is not None:
-            usage = query.count()
-            if usage >= cap:
-                return {"scope": scope, "limit": cap, "usage": usage}
-    return None
+    return first_cap_reached([
+        ("project", project.max_concurrent_invocations, running.where(Invocation.project == project.id)),
+        ("organization", org.max_concurrent_invocations, running.join(Project).where(Project.org == org.id)),
+    ])
 
 
 def over_limit_error(blocked):
-    retry_after = current_app.config["INVOCATION_RETRY_AFTER_SECONDS"]
-    scope, limit, usage = blocked["scope"], blocked["limit"], blocked["usage"]
-    return ApiError(
-        429, "concurrency_limit_exceeded",
-        f"The {scope}'s max_concurrent_invocations ({limit}) is reached: {usage} running. "
-        "Retry later or start the invocation with async: true to queue it.",
-        details=[{"code": "max_concurrent_invocations", "scope": scope, "limit": limit, "usage": usage,
-                  "message": f"{scope} limit {limit}, {usage} running"}],
-        headers={"Retry-After": str(retry_after)},
-    )
+    return concurrency_limit_error("max_concurrent_invocations", blocked,
+                                   retry_after=current_app.config["INVOCATION_RETRY_AFTER_SECONDS"],
+                                   advice="Retry later or start the invocation with async: true to queue it.")
 
 
 def create(project, fields):

@@ -101,6 +101,3 @@ class LogsAcceptedSchema(ma.Schema):
 class EventsArgsSchema(ma.Schema):
     since = TimePoint(metadata={"description": "replay stored log lines since (RFC 3339 or a duration like 5m)"})
 
-
-class BrowsersSchema(ma.Schema):
-    browsers = ma.fields.List(ma.fields.Dict())

@@ -2,6 +2,8 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
+from app.browsers import sessions
+from app.browsers.schemas import InvocationBrowsersSchema
 from app.core import sse
 from app.core.api import Blueprint
 from app.core.db import db
@@ -98,13 +100,14 @@ class InvocationEvents(MethodView):
 
 @blp.route("/<invocation_id>/browsers")
 class InvocationBrowsers(MethodView):
-    @blp.response(200, schemas.BrowsersSchema)
+    @blp.response(200, InvocationBrowsersSchema)
     def get(self, invocation_id):
-        """Browser sessions of the invocation (none until browser sessions exist)"""
-        find(invocation_id)
-        return {"browsers": []}
+        """Active browser sessions created for the invocation (with its invocation_id)"""
+        browsers = sessions.of_invocation(find(invocation_id))
+        return {"browsers": [sessions.record(session) for session in browsers]}
 
     @blp.response(204)
     def delete(self, invocation_id):
-        """End the invocation's browser sessions (none until browser sessions exist)"""
-        find(invocation_id)
+        """End every active browser session of the invocation"""
+        for session in sessions.of_invocation(find(invocation_id)):
+            sessions.end(session)

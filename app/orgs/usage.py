@@ -6,6 +6,8 @@ can exist yet.
 """
 from flask import current_app
 
+from app.core.errors import ApiError
+
 USAGE_FIELDS = ("concurrent_sessions_used", "auth_connections_used", "vaults_used")
 _counters = {}
 
@@ -39,3 +41,28 @@ def limits_of(org):
         "min_health_check_interval_seconds": current_app.config["MIN_HEALTH_CHECK_INTERVAL_SECONDS"],
         **counts,
     }
+
+
+def first_cap_reached(caps):
+    """`caps`: (scope, cap or None, query counting what runs in that scope), checked in order.
+
+    The first scope whose cap is reached, as {"scope", "limit", "usage"}; None when all have room.
+    """
+    for scope, cap, running in caps:
+        if cap is not None:
+            count = running.count()
+            if count >= cap:
+                return {"scope": scope, "limit": cap, "usage": count}
+    return None
+
+
+def concurrency_limit_error(limit_name, reached, *, retry_after, advice=""):
+    """The 429 for a reached concurrency cap: which limit, in which scope, and the usage."""
+    scope, limit, count = reached["scope"], reached["limit"], reached["usage"]
+    return ApiError(
+        429, "concurrency_limit_exceeded",
+        f"The {scope}'s {limit_name} ({limit}) is reached: {count} running.{' ' + advice if advice else ''}",
+        details=[{"code": limit_name, "scope": scope, "limit": limit, "usage": count,
+                  "message": f"{scope} limit {limit}, {count} running"}],
+        headers={"Retry-After": str(retry_after)},
+    )

@@ -10,16 +10,24 @@ from app.streams.base import ChannelBackend
 from app.streams.memory import MemoryChannels
 
 _backend = None
+_telemetry = None
 
 
 def init_app(app):
-    global _backend
+    global _backend, _telemetry
     _backend = MemoryChannels(capacity=app.config["STREAM_CHANNEL_CAPACITY"])
+    _telemetry = MemoryChannels(capacity=app.config["TELEMETRY_BUFFER_EVENTS"])
     app.extensions["channels"] = _backend
+    app.extensions["telemetry_buffers"] = _telemetry
 
 
 def channels() -> ChannelBackend:
     return _backend
 
 
-__all__ = ["ChannelBackend", "MemoryChannels", "channels", "init_app"]
+def telemetry_buffers() -> ChannelBackend:
+    """The live telemetry ring buffers: per browser session, items under their database seq."""
+    return _telemetry
+
+
+__all__ = ["ChannelBackend", "MemoryChannels", "channels", "init_app", "telemetry_buffers"]

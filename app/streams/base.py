@@ -12,6 +12,13 @@ class ChannelBackend(Protocol):
     def append(self, subject: str, item: Any) -> int:
         """Add `item`; returns its sequence number and wakes every waiter of the subject."""
 
+    def extend(self, subject: str, entries: list[tuple[int, Any]]) -> int:
+        """Add items whose sequence numbers were assigned elsewhere (e.g. by the database).
+
+        `entries` are (seq, item) in ascending order; those at or below the newest
+        seq are ignored, so the same entries may be offered twice. Returns the newest seq.
+        """
+
     def read_after(self, subject: str, seq: int, limit: int | None = None) -> list[tuple[int, Any]]:
         """Retained items with a sequence number above `seq`, oldest first.
 
@@ -26,6 +33,9 @@ class ChannelBackend(Protocol):
 
     def oldest_seq(self, subject: str) -> int:
         """The oldest retained sequence number (0 when empty)."""
+
+    def discard_idle(self, idle_seconds: float) -> int:
+        """Forget subjects nobody appended to or read for `idle_seconds`; returns how many."""
 
     def discard(self, subject: str) -> None:
         """Forget the subject and wake its waiters (they then re-check their source)."""

@@ -4,17 +4,20 @@ threading.Condition is what gevent's monkey-patching turns cooperative, so one
 implementation serves plain threads (tests, `flask run`) and gunicorn's gevent
 worker alike; nothing here imports gevent.
 """
+import itertools
 import threading
+import time
 from collections import deque
 
 
 class _Channel:
-    __slots__ = ("items", "next_seq", "condition")
+    __slots__ = ("items", "next_seq", "condition", "used_at")
 
     def __init__(self, capacity):
         self.items = deque(maxlen=capacity)
         self.next_seq = 1
         self.condition = threading.Condition()
+        self.used_at = time.monotonic()
 
 
 class MemoryChannels:
@@ -39,10 +42,27 @@ class MemoryChannels:
             channel.condition.notify_all()
         return seq
 
+    def extend(self, subject, entries):
+        channel = self._channel(subject)
+        with channel.condition:
+            added = False
+            for seq, item in entries:
+                if seq >= channel.next_seq:
+                    channel.items.append((seq, item))
+                    channel.next_seq = seq + 1
+                    added = True
+            channel.used_at = time.monotonic()
+            if added:
+                channel.condition.notify_all()
+        return channel.next_seq - 1
+
     def read_after(self, subject, seq, limit=None):
         channel = self._channel(subject)
         with channel.condition:
-            found = [entry for entry in channel.items if entry[0] > seq]
+            channel.used_at = time.monotonic()
+            # Seqs ascend, and followers are usually near the newest: walk back from it.
+            found = list(itertools.takewhile(lambda entry: entry[0] > seq, reversed(channel.items)))
+        found.reverse()
         return found[:limit] if limit is not None else found
 
     def wait(self, subject, after_seq, timeout):
@@ -60,6 +80,17 @@ class MemoryChannels:
         channel = self._channel(subject)
         with channel.condition:
             return channel.items[0][0] if channel.items else 0
+
+    def discard_idle(self, idle_seconds):
+        cutoff = time.monotonic() - idle_seconds
+        with self._lock:
+            idle = [subject for subject, channel in self._channels.items() if channel.used_at < cutoff]
+        for subject in idle:
+            self.discard(subject)
+        return len(idle)
+
+    def __len__(self):
+        return len(self._channels)
 
     def discard(self, subject):
         with self._lock:

@@ -1,0 +1,1 @@
+"""Browser sessions (/browsers): records, drivers, telemetry and logs."""

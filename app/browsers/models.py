@@ -1,0 +1,157 @@
+"""A browser session, its tags, its archived telemetry and its log lines."""
+import json
+from datetime import timedelta
+
+from peewee import (
+    BigAutoField,
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    ForeignKeyField,
+    IntegerField,
+    TextField,
+)
+
+from app.core import clock
+from app.core.db import BaseModel, UtcDateTimeField
+from app.core.errors import not_found
+from app.core.ids import new_id
+from app.profiles.models import Profile
+from app.projects.models import Project
+from app.projects.resources import active_resource_counter
+
+# Why a session ended (its record keeps it; the API shows deleted_at).
+ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
+
+
+class BrowserSession(BaseModel):
+    """One browser: the record clients see plus what its driver and streams need.
+
+    `settings` holds the create request's browser options as given (viewport,
+    location, network, chrome_policy, ...): the driver reads them to configure the
+    browser, and the record echoes them. Columns are what queries filter on.
+    """
+
+    id = CharField(primary_key=True, default=new_id)
+    project = ForeignKeyField(Project, backref="browser_sessions", on_delete="CASCADE")
+    # Unique among the project's active sessions (a partial unique index).
+    name = CharField(null=True)
+    invocation_id = CharField(null=True, index=True)
+    profile = ForeignKeyField(Profile, null=True, on_delete="SET NULL")
+    profile_save_changes = BooleanField(default=False)
+    headless = BooleanField(default=False)
+    stealth = BooleanField(default=False)
+    memory = CharField()
+    region = CharField()
+    timeout_seconds = IntegerField()
+    settings = TextField(default="{}")
+    telemetry_enabled = BooleanField(default=False)
+    driver = CharField()
+    cdp_ws_url = TextField()
+    webdriver_ws_url = TextField()
+    live_view_url = TextField(null=True)
+    created_at = UtcDateTimeField(default=clock.now)
+    # Activity (API calls naming the session, ingest) pushes idle_deadline forward;
+    # a session still active at its idle_deadline has timed out.
+    last_active_at = UtcDateTimeField(default=clock.now)
+    idle_deadline = UtcDateTimeField()
+    deleted_at = UtcDateTimeField(null=True)
+    end_reason = CharField(null=True)
+    # The newest telemetry seq handed out; seqs are assigned under this row's lock.
+    last_seq = BigIntegerField(default=0)
+    # Events accepted but not kept (telemetry off, or their category off).
+    telemetry_dropped = BigIntegerField(default=0)
+
+    @classmethod
+    def lookup(cls, project, id_or_name, *, include_deleted=False):
+        """The session with this id (ended ones too when `include_deleted`), else the active one
+        with this name; 404 otherwise."""
+        in_project = cls.select().where(cls.project == project)
+        by_id = in_project.where(cls.id == id_or_name)
+        if not include_deleted:
+            by_id = by_id.where(cls.deleted_at.is_null())
+        session = by_id.first() or in_project.where((cls.name == id_or_name) & cls.deleted_at.is_null()).first()
+        if session is None:
+            raise not_found(f"Browser session {id_or_name!r} not found.", code="browser_not_found")
+        return session
+
+    @classmethod
+    def active(cls):
+        return cls.select().where(cls.deleted_at.is_null())
+
+    @property
+    def is_active(self):
+        return self.deleted_at is None
+
+    @property
+    def is_idle_too_long(self):
+        return self.is_active and clock.now() >= self.idle_deadline
+
+    def deadline_from(self, moment):
+        return moment + timedelta(seconds=self.timeout_seconds)
+
+    @property
+    def options(self):
+        return json.loads(self.settings)
+
+    @property
+    def telemetry_subject(self):
+        """The in-memory telemetry buffer of this session (streams.telemetry_buffers)."""
+        return f"telemetry:{self.id}"
+
+    @property
+    def logs_subject(self):
+        """The wake-up channel of every log stream of this session."""
+        return f"browser-logs:{self.id}"
+
+
+class BrowserTag(BaseModel):
+    """One tag of a session, as a row so `tags[key]=value` filters run in SQL on every database."""
+
+    session = ForeignKeyField(BrowserSession, backref="tag_rows", on_delete="CASCADE")
+    key = CharField()
+    value = CharField()
+
+    class Meta:
+        indexes = ((("session", "key"), True), (("key", "value"), False))
+
+
+class TelemetryEvent(BaseModel):
+    """The archive behind GET /browsers/{id}/telemetry/events.
+
+    `id` is the paging cursor (X-Next-Offset): within a session it rises with seq,
+    because seqs are handed out and rows inserted in one transaction holding the
+    session row.
+    """
+
+    id = BigAutoField()
+    session = ForeignKeyField(BrowserSession, backref="telemetry_events", on_delete="CASCADE", index=False)
+    seq = BigIntegerField()
+    ts = BigIntegerField()  # Unix microseconds, from the event
+    category = CharField()
+    type = CharField()
+    body = TextField()  # the event as JSON, ready to wrap in an envelope
+    received_at = UtcDateTimeField(default=clock.now, index=True)
+
+    class Meta:
+        indexes = ((("session", "seq"), True), (("session", "id"), False))
+
+
+class BrowserLogLine(BaseModel):
+    """A line of one log of a session: a file (`source` path) or a supervised process."""
+
+    id = BigAutoField()
+    session = ForeignKeyField(BrowserSession, backref="log_lines", on_delete="CASCADE", index=False)
+    source = CharField()  # "path" or "supervisor"
+    log_name = CharField()  # the file path or the process name
+    timestamp = UtcDateTimeField()
+    message = TextField()
+    received_at = UtcDateTimeField(default=clock.now, index=True)
+
+    class Meta:
+        indexes = ((("session", "source", "log_name", "id"), False),)
+
+
+@active_resource_counter("browser_sessions")
+def active_sessions_of_project(project):
+    return BrowserSession.active().where(BrowserSession.project == project.id).count()

@@ -1,0 +1,372 @@
+"""Browser session lifecycle: admission under the concurrency caps, activity and the
+inactivity timeout, updates, ending, and the record clients see.
+
+A session is active until it ends (DELETE, or no activity for timeout_seconds);
+an ended session keeps its record with deleted_at. Ending is one conditional
+UPDATE (`deleted_at IS NULL`), so whoever ends a session (a request, a stream that
+noticed the timeout) does the after-end work exactly once.
+"""
+import json
+
+from flask import current_app
+
+from app.browsers.drivers import driver_named
+from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession, BrowserTag
+from app.browsers.schemas import CONFIGURABLE_CATEGORIES
+from app.core import clock
+from app.core.db import exclusive, save_or_conflict
+from app.core.errors import NO_RETRY, ApiError, conflict, not_found
+from app.core.ids import new_id
+from app.extensions.models import Extension
+from app.invocations.models import Invocation
+from app.orgs.models import Organization
+from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
+from app.profiles.models import Profile
+from app.profiles.schemas import ProfileSchema
+from app.projects.models import Project
+from app.streams import channels, telemetry_buffers
+
+# Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
+DEFAULT_ON = {"control", "connection", "system", "captcha"}
+DEFAULT_LOCATION = {"locale": "en-US", "timezone": "UTC"}
+DEFAULT_VIEWPORT = {"width": 1920, "height": 1080, "refresh_rate": 25}
+# Create-request options kept as given in BrowserSession.settings.
+SETTINGS_KEYS = ("chrome_policy", "gpu", "kiosk_mode", "location", "network", "proxy", "proxy_id", "start_url",
+                 "tags", "telemetry", "vaults", "video_memory", "viewport", "driver")
+
+
+def name_taken(name):
+    return conflict("browser_name_taken", f"An active browser session named {name!r} already exists in this project.")
+
+
+def ended_error(session):
+    return ApiError(409, "browser_session_ended", f"Browser session {session.id!r} has ended.", headers=NO_RETRY)
+
+
+# -- admission -------------------------------------------------------------------------------
+
+def blocking_limit(project, org):
+    """The first cap a new session in `project` would exceed, or None.
+
+    The project's own cap, else the organization's default per-project cap; then the
+    organization's concurrency limit.
+    """
+    active = BrowserSession.active()
+    project_cap = project.max_concurrent_sessions or org.default_project_max_concurrent_sessions
+    return first_cap_reached([
+        ("project", project_cap, active.where(BrowserSession.project == project.id)),
+        ("organization", org.max_concurrent_sessions, active.join(Project).where(Project.org == org.id)),
+    ])
+
+
+def create(project, args):
+    """A new active session, or 429 when a cap is reached; references are resolved first (404s)."""
+    settings = {key: args[key] for key in SETTINGS_KEYS if key in args}
+    settings["telemetry"] = resolved_telemetry(args.get("telemetry"))
+    settings["extensions"] = [resolve(Extension, project, ref, "extension").id for ref in args.get("extensions", [])]
+    if "network" in settings:
+        settings["network"] = dict(settings["network"], allowlist_state={"revision": new_id()})
+    check_no_proxies(args.get("proxy"), args.get("proxy_id"), args.get("network"))
+    profile = resolve(Profile, project, args["profile"], "profile") if args.get("profile") else None
+    if args.get("invocation_id"):
+        Invocation.lookup(project, args["invocation_id"])
+    now = clock.now()
+    session = BrowserSession(
+        id=new_id(), project=project.id, name=args.get("name"), invocation_id=args.get("invocation_id"),
+        profile=profile, profile_save_changes=bool(args.get("profile", {}).get("save_changes")),
+        headless=args["headless"], stealth=args["stealth"], region=args["region"],
+        memory=args.get("memory") or ("1GiB" if args["headless"] else "8GiB"),
+        timeout_seconds=args["timeout_seconds"], settings=json.dumps(settings),
+        telemetry_enabled=settings["telemetry"].get("enabled", False),
+        driver=current_app.config["BROWSER_DRIVER"], cdp_ws_url="", webdriver_ws_url="",
+        created_at=now, last_active_at=now,
+    )
+    session.idle_deadline = session.deadline_from(now)
+    org = Organization.get_by_id(project.org_id)
+    with exclusive(org):
+        ended = _end_idle(org.id)
+        reached = blocking_limit(project, org)
+        if reached:
+            raise concurrency_limit_error("max_concurrent_sessions", reached,
+                                          retry_after=current_app.config["BROWSER_RETRY_AFTER_SECONDS"],
+                                          advice="End a session or retry later.")
+        save_or_conflict(session, name_taken(session.name), force_insert=True)
+        replace_tags(session, args.get("tags") or {})
+    after_end(ended)
+    # The browser starts once its slot is held, outside the organization lock.
+    try:
+        endpoints = driver_named(session.driver).start(session, settings)
+    except Exception:
+        end(session, "driver_failed")
+        raise
+    session.cdp_ws_url, session.webdriver_ws_url = endpoints.cdp_ws_url, endpoints.webdriver_ws_url
+    session.live_view_url = endpoints.live_view_url
+    session.save()
+    return session
+
+
+def resolve(model, project, ref, noun):
+    """A referenced row of the project by id, else by name; 404 `<noun>_not_found`."""
+    query = model.select().where(model.project == project)
+    row = None
+    if ref.get("id"):
+        row = query.where(model.id == ref["id"]).first()
+    elif ref.get("name"):
+        row = query.where(model.name == ref["name"]).first()
+    if row is None:
+        raise not_found(f"No {noun} {ref.get('id') or ref.get('name')!r} in this project.", code=f"{noun}_not_found")
+    return row
+
+
+def check_no_proxies(proxy, proxy_id, network):
+    """Lantern has no proxy resources: naming one is a 404, like any missing reference."""
+    named = [p for p in [proxy] + [route["proxy"] for route in (network or {}).get("proxy_routes") or []]
+             if p and (p.get("id") or p.get("name"))]
+    if proxy_id or named:
+        which = proxy_id or named[0].get("id") or named[0].get("name")
+        raise not_found(f"No proxy {which!r}: Lantern has no proxies; use proxy mode direct or none.",
+                        code="proxy_not_found")
+
+
+def resolved_telemetry(given, current=None):
+    """The stored telemetry config: `given` merged over `current`, every category spelled out."""
+    merged = json.loads(json.dumps(current or {"enabled": False}))
+    given = given or {}
+    if "enabled" in given:
+        merged["enabled"] = given["enabled"]
+    categories = merged.setdefault("browser", {})
+    for name in CONFIGURABLE_CATEGORIES:
+        categories[name] = dict(categories.get(name) or {"enabled": name in DEFAULT_ON},
+                                **((given.get("browser") or {}).get(name) or {}))
+    for key in ("export", "storage"):
+        if key in given:
+            merged[key] = given[key]
+    return merged
+
+
+def replace_tags(session, tags):
+    BrowserTag.delete().where(BrowserTag.session == session.id).execute()
+    if tags:
+        BrowserTag.insert_many([{"session": session.id, "key": k, "value": v} for k, v in tags.items()]).execute()
+
+
+# -- activity, timeout, end -----------------------------------------------------------------
+
+def touch(session):
+    """Record activity: the session's idle deadline moves to timeout_seconds from now.
+
+    Written at most once per BROWSER_ACTIVITY_WRITE_SECONDS, and never for a
+    session already past its deadline (that one has timed out, whoever notices first).
+    """
+    now = clock.now()
+    if (now - session.last_active_at).total_seconds() < current_app.config["BROWSER_ACTIVITY_WRITE_SECONDS"]:
+        return
+    deadline = session.deadline_from(now)
+    (BrowserSession.update(last_active_at=now, idle_deadline=deadline)
+     .where((BrowserSession.id == session.id) & BrowserSession.deleted_at.is_null()
+            & (BrowserSession.idle_deadline > now))
+     .execute())
+    session.last_active_at, session.idle_deadline = now, deadline
+
+
+def end(session, reason=ENDED_BY_REQUEST, at=None):
+    """End an active session; True if this call ended it (False: it had already ended)."""
+    at = at or clock.now()
+    ended = (BrowserSession.update(deleted_at=at, end_reason=reason)
+             .where((BrowserSession.id == session.id) & BrowserSession.deleted_at.is_null())
+             .execute()) == 1
+    if ended:
+        session.deleted_at, session.end_reason = at, reason
+        after_end([session])
+    return ended
+
+
+def end_if_idle(session):
+    """End the session if it is past its idle deadline (as of that deadline); True if it has ended."""
+    current = BrowserSession.get_by_id(session.id)
+    if current.is_idle_too_long:
+        _end_timed_out(current)
+    return current.deleted_at is not None
+
+
+def expire_idle(org_id):
+    """End the organization's sessions that saw no activity for their timeout.
+
+    Cheap when none is due (one indexed query). Runs wherever sessions are counted
+    or shown, so a timed-out session never counts or shows as active.
+    """
+    after_end(_end_idle(org_id))
+
+
+def _end_idle(org_id):
+    overdue = (BrowserSession.active().join(Project)
+               .where((Project.org == org_id) & (BrowserSession.idle_deadline <= clock.now())))
+    return [session for session in overdue if _end_timed_out(session, announce=False)]
+
+
+def _end_timed_out(session, announce=True):
+    # Only if still past its deadline: activity elsewhere may have moved it meanwhile.
+    ended = (BrowserSession.update(deleted_at=BrowserSession.idle_deadline, end_reason=ENDED_BY_TIMEOUT)
+             .where((BrowserSession.id == session.id) & BrowserSession.deleted_at.is_null()
+                    & (BrowserSession.idle_deadline <= clock.now()))
+             .execute()) == 1
+    if ended:
+        session.deleted_at, session.end_reason = session.idle_deadline, ENDED_BY_TIMEOUT
+        if announce:
+            after_end([session])
+    return ended
+
+
+def after_end(sessions):
+    """Stop each ended session's browser and wake its streams (they close)."""
+    for session in sessions:
+        driver_named(session.driver).stop(session)
+        telemetry_buffers().discard(session.telemetry_subject)
+        channels().discard(session.logs_subject)
+
+
+# -- update ----------------------------------------------------------------------------------
+
+def update(session, args):
+    """PATCH: only what is given changes; read and written under the session's lock."""
+    with exclusive(session):
+        current = BrowserSession.get_by_id(session.id)
+        if not current.is_active:
+            raise not_found(f"Browser session {session.id!r} not found.", code="browser_not_found")
+        settings = current.options
+        if "name" in args:
+            current.name = args["name"] or None
+        if "tags" in args:
+            settings["tags"] = args["tags"] or {}
+            replace_tags(current, settings["tags"])
+        if args.get("telemetry"):
+            settings["telemetry"] = resolved_telemetry(args["telemetry"], settings.get("telemetry"))
+            current.telemetry_enabled = settings["telemetry"]["enabled"]
+        if "location" in args:
+            location = dict(settings.get("location") or {}, **args["location"])
+            settings["location"] = {k: v for k, v in location.items() if v is not None}
+        if "viewport" in args:
+            settings["viewport"] = {k: v for k, v in args["viewport"].items() if k != "force"}
+        if "network" in args:
+            settings["network"] = updated_network(settings.get("network") or {}, args["network"])
+        if "profile" in args:
+            if current.profile_id:
+                raise conflict("profile_already_loaded", "The session already has a profile; it cannot change.")
+            current.profile = resolve(Profile, current.project_id, args["profile"], "profile")
+            current.profile_save_changes = bool(args["profile"].get("save_changes"))
+        check_no_proxies(args.get("proxy"), args.get("proxy_id"), None)
+        if "proxy" in args:
+            settings["proxy"] = args["proxy"]
+        if "proxy_id" in args:
+            settings.pop("proxy_id", None)
+        if "start_url" in args:
+            settings["start_url"] = args["start_url"]
+        if "disable_default_proxy" in args:
+            settings["disable_default_proxy"] = args["disable_default_proxy"]
+        current.settings = json.dumps(settings)
+        save_or_conflict(current, name_taken(current.name))
+    return current
+
+
+def updated_network(network, change):
+    state = network.get("allowlist_state") or {"revision": new_id()}
+    expected = change.get("expected_allowlist_revision")
+    if expected is not None and expected != state["revision"]:
+        raise ApiError(409, "stale_network", f"The allowlist is at revision {state['revision']!r}, not {expected!r}; "
+                       "read the session again and retry.", headers=NO_RETRY)
+    network = dict(network)
+    if "allowed_hosts" in change:
+        if change["allowed_hosts"]:
+            network["allowed_hosts"] = change["allowed_hosts"]
+        else:
+            network.pop("allowed_hosts", None)
+        state = {"revision": new_id(), "base_revision": state["revision"]}
+        if change.get("mutation_id"):
+            state["mutation_id"] = change["mutation_id"]
+    network["allowlist_state"] = state
+    return network
+
+
+# -- listing and the record ------------------------------------------------------------------
+
+def listing(project, *, status="active", query=None, region=None, tags=None):
+    sessions = BrowserSession.select().where(BrowserSession.project == project)
+    if status == "active":
+        sessions = sessions.where(BrowserSession.deleted_at.is_null())
+    elif status == "deleted":
+        sessions = sessions.where(BrowserSession.deleted_at.is_null(False))
+    if region:
+        sessions = sessions.where(BrowserSession.region == region)
+    if query:
+        profiles = Profile.select(Profile.id).where((Profile.project == project) & (Profile.name == query))
+        sessions = sessions.where(BrowserSession.name.contains(query) | (BrowserSession.id == query)
+                                  | (BrowserSession.profile == query) | BrowserSession.profile.in_(profiles))
+    for key, value in (tags or {}).items():
+        tagged = BrowserTag.select(BrowserTag.session).where((BrowserTag.key == key) & (BrowserTag.value == value))
+        sessions = sessions.where(BrowserSession.id.in_(tagged))
+    return sessions.order_by(BrowserSession.created_at.desc(), BrowserSession.id.desc())
+
+
+def record(session):
+    """The browser record (contract 6.8.1) of a session."""
+    settings = session.options
+    ended_or_now = session.deleted_at or clock.now()
+    location_given = settings.get("location") or {}
+    out = {
+        "session_id": session.id,
+        "cdp_ws_url": session.cdp_ws_url,
+        "webdriver_ws_url": session.webdriver_ws_url,
+        "created_at": clock.isoformat(session.created_at),
+        "headless": session.headless,
+        "stealth": session.stealth,
+        "timeout_seconds": session.timeout_seconds,
+        "memory": session.memory,
+        "region": session.region,
+        "gpu": bool(settings.get("gpu")),
+        "kiosk_mode": bool(settings.get("kiosk_mode")),
+        "profile_save_changes": session.profile_save_changes,
+        "location": {
+            "locale": location_given.get("locale") or DEFAULT_LOCATION["locale"],
+            "locale_source": "override" if location_given.get("locale") else "default",
+            "timezone": location_given.get("timezone") or DEFAULT_LOCATION["timezone"],
+            "timezone_source": "override" if location_given.get("timezone") else "default",
+        },
+        "viewport": settings.get("viewport") or DEFAULT_VIEWPORT,
+        "tags": settings.get("tags") or {},
+        "telemetry": public_telemetry(settings.get("telemetry") or {}),
+        "usage": {"uptime_ms": int((ended_or_now - session.created_at).total_seconds() * 1000)},
+    }
+    if session.live_view_url and not session.headless:
+        out["browser_live_view_url"] = session.live_view_url
+    if session.name:
+        out["name"] = session.name
+    if session.profile_id:
+        out["profile"] = ProfileSchema().dump(session.profile)
+    for key in ("chrome_policy", "network", "proxy", "start_url", "vaults", "video_memory"):
+        if settings.get(key) is not None:
+            out[key] = settings[key]
+    if session.deleted_at is not None:
+        out["deleted_at"] = clock.isoformat(session.deleted_at)
+        out["usage_status"] = "ready"
+    return out
+
+
+def public_telemetry(config):
+    """The record's telemetry: export destinations are ids there (an object in requests)."""
+    out = json.loads(json.dumps(config))
+    destination = ((out.get("export") or {}).get("otlp") or {}).get("destination")
+    if isinstance(destination, dict):
+        out["export"]["otlp"]["destination"] = destination.get("id") or destination.get("name")
+    return out
+
+
+def of_invocation(invocation):
+    return (BrowserSession.active().where(BrowserSession.invocation_id == invocation.id)
+            .order_by(BrowserSession.created_at, BrowserSession.id))
+
+
+@usage_counter("concurrent_sessions_used")
+def org_sessions_in_use(org):
+    expire_idle(org.id)
+    return BrowserSession.active().join(Project).where(Project.org == org.id).count()
+

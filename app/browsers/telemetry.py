@@ -1,0 +1,204 @@
+"""Telemetry of browser sessions: ingest, the live ring buffer, the archive and its pruning.
+
+Every accepted event gets the next seq of its session (handed out under the session
+row's lock, in the transaction that archives the events), then enters the session's
+ring buffer in this process (streams.telemetry_buffers), which feeds live streams.
+A worker that did not ingest an event fills its buffer from the archive when a
+stream there finds the session's last_seq ahead of it (`catch_up`).
+"""
+import json
+import threading
+import time
+from datetime import timedelta
+
+from flask import Response, after_this_request, current_app
+
+from app.browsers import sessions
+from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
+from app.core import clock
+from app.core.db import exclusive
+from app.streams import telemetry_buffers
+
+ROWS_PER_INSERT = 500
+PRUNE_CHUNK = 5000
+# One lock per stripe of sessions in this process: a batch's seqs enter the buffer in
+# order even when two requests for one session commit back to back.
+_stripes = [threading.Lock() for _ in range(64)]
+_pruned_at = 0.0
+
+
+def envelope_frame(seq, body):
+    """The SSE frame of one event; built once, sent to every reader as is."""
+    return f'id: {seq}\ndata: {{"seq":{seq},"event":{body}}}\n\n'
+
+
+def _stripe(session_id):
+    return _stripes[hash(session_id) % len(_stripes)]
+
+
+def captured(event, config):
+    """Whether the session's telemetry config keeps this event (contract 6.8.2)."""
+    if not config.get("enabled"):
+        return False
+    category = event["category"]
+    if category == "monitor":  # not configurable: flows whenever telemetry is on
+        return True
+    switch = (config.get("browser") or {}).get(category) or {}
+    if not switch.get("enabled"):
+        return False
+    if event["type"] == "cdp_command":
+        excluded = (switch.get("cdp") or {}).get("excluded_methods") or ()
+        return (event.get("data") or {}).get("method") not in excluded
+    return True
+
+
+def ingest(session, events):
+    """Store and publish validated events; returns (accepted, dropped, last_seq).
+
+    One transaction per batch: the session row (seq counter, activity) and the
+    archive rows commit together, so no reader sees a seq without its event.
+    """
+    with _stripe(session.id):
+        with exclusive(session):
+            current = BrowserSession.get_by_id(session.id)
+            timed_out = current.is_idle_too_long
+            if current.is_active and not timed_out:
+                kept = [event for event in events if captured(event, current.options.get("telemetry") or {})]
+                first_seq = current.last_seq + 1
+                now = clock.now()
+                (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
+                                       telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
+                                       last_active_at=now, idle_deadline=current.deadline_from(now))
+                 .where(BrowserSession.id == session.id).execute())
+                entries = _archive(session.id, first_seq, kept, now)
+        if timed_out:
+            sessions.end_if_idle(current)
+        if not current.is_active or timed_out:
+            raise sessions.ended_error(current)
+        _publish(session, entries)
+    maybe_prune()
+    return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
+
+
+def _archive(session_id, first_seq, events, now):
+    rows, entries = [], []
+    for seq, event in enumerate(events, start=first_seq):
+        body = json.dumps(event, separators=(",", ":"))
+        rows.append({"session": session_id, "seq": seq, "ts": event["ts"], "category": event["category"],
+                     "type": event["type"], "body": body, "received_at": now})
+        entries.append((seq, (event["type"], envelope_frame(seq, body))))
+    for start in range(0, len(rows), ROWS_PER_INSERT):
+        TelemetryEvent.insert_many(rows[start:start + ROWS_PER_INSERT]).execute()
+    return entries
+
+
+def _publish(session, entries):
+    """Into this process's buffer; a gap (events another worker ingested) is filled from the archive first."""
+    if not entries:
+        return
+    buffers = telemetry_buffers()
+    have = buffers.latest_seq(session.telemetry_subject)
+    if have and have < entries[0][0] - 1:
+        _fill(session.id, session.telemetry_subject, have, entries[0][0] - 1)
+    buffers.extend(session.telemetry_subject, entries)
+
+
+def catch_up(session_id, subject, newest_seq):
+    """Bring this process's buffer up to `newest_seq` from the archive (events other workers took in)."""
+    if telemetry_buffers().latest_seq(subject) >= newest_seq:
+        return
+    with _stripe(session_id):
+        _fill(session_id, subject, telemetry_buffers().latest_seq(subject), newest_seq)
+
+
+def _fill(session_id, subject, have, newest_seq):
+    buffers = telemetry_buffers()
+    floor = max(have, newest_seq - buffers.capacity)
+    buffers.extend(subject, [(seq, (type_, envelope_frame(seq, body)))
+                             for seq, type_, body in archived(session_id, floor, newest_seq)])
+
+
+def archived(session_id, after_seq, up_to_seq=None):
+    """(seq, type, body) of archived events above `after_seq`, in seq order."""
+    query = (TelemetryEvent.select(TelemetryEvent.seq, TelemetryEvent.type, TelemetryEvent.body)
+             .where((TelemetryEvent.session == session_id) & (TelemetryEvent.seq > after_seq)))
+    if up_to_seq is not None:
+        query = query.where(TelemetryEvent.seq <= up_to_seq)
+    return list(query.order_by(TelemetryEvent.seq).tuples())
+
+
+def page(session, args):
+    """One page of the archive (spec part 4 paging rules) as a ready JSON response.
+
+    The cursor is the archive row id. asc reads up from `since` (default 5m ago) or
+    after the cursor; desc reads down from the cursor, or `until`, or the newest event.
+    Category and type filters apply in the query, so a page is only empty at the end.
+    """
+    limit, offset, descending = args["limit"], args.get("offset"), args["order"] == "desc"
+    query = (TelemetryEvent.select(TelemetryEvent.id, TelemetryEvent.seq, TelemetryEvent.body)
+             .where(TelemetryEvent.session == session.id))
+    if args.get("category"):
+        query = query.where(TelemetryEvent.category.in_(args["category"]))
+    if args.get("type"):
+        query = query.where(TelemetryEvent.type.in_(args["type"]))
+    if args.get("until") is not None:
+        query = query.where(TelemetryEvent.ts < clock.micros(args["until"]))
+    if descending:
+        if offset is not None:
+            query = query.where(TelemetryEvent.id < offset)
+        query = query.order_by(TelemetryEvent.id.desc())
+    else:
+        if offset is not None:
+            query = query.where(TelemetryEvent.id > offset)
+        else:
+            since = args.get("since") or clock.now() - timedelta(minutes=5)
+            query = query.where(TelemetryEvent.ts >= clock.micros(since))
+        query = query.order_by(TelemetryEvent.id)
+    rows = list(query.limit(limit + 1).tuples())
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    if has_more:
+        next_offset = rows[-1][0]
+    elif descending or not rows:
+        next_offset = 0 if descending else (offset or 0)
+    else:
+        # The last page of an ascending read still says where to continue, so a poller
+        # passing it back later gets only newer events.
+        next_offset = rows[-1][0]
+
+    @after_this_request
+    def add_page_headers(response):
+        response.headers["X-Has-More"] = "true" if has_more else "false"
+        response.headers["X-Next-Offset"] = str(next_offset)
+        return response
+
+    body = ",".join(f'{{"seq":{seq},"event":{event}}}' for _, seq, event in rows)
+    return Response(f"[{body}]", mimetype="application/json")
+
+
+def maybe_prune():
+    """Prune at most once per TELEMETRY_PRUNE_INTERVAL_SECONDS in this process."""
+    global _pruned_at
+    interval = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
+    if time.monotonic() - _pruned_at < interval:
+        return
+    _pruned_at = time.monotonic()
+    prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
+    # Buffers nobody used for a while are only a cache of the archive: drop them.
+    telemetry_buffers().discard_idle(interval)
+
+
+def prune(retention_seconds):
+    """Delete archived telemetry and log lines older than the retention, in chunks; returns counts."""
+    cutoff = clock.now() - timedelta(seconds=retention_seconds)
+    return {model.__name__: _delete_before(model, cutoff) for model in (TelemetryEvent, BrowserLogLine)}
+
+
+def _delete_before(model, cutoff):
+    deleted = 0
+    while True:
+        chunk = model.select(model.id).where(model.received_at < cutoff).limit(PRUNE_CHUNK)
+        count = model.delete().where(model.id.in_(chunk)).execute()
+        deleted += count
+        if count < PRUNE_CHUNK:
+            return deleted

@@ -1,0 +1,124 @@
+"""Browser sessions (/browsers): records, telemetry (ingest, archive, stream) and log streams."""
+from flask import current_app, g, request
+from flask.views import MethodView
+
+from app.browsers import logs, schemas, sessions, streaming, telemetry
+from app.browsers.models import BrowserSession
+from app.core import sse
+from app.core.api import Blueprint
+from app.core.paging import PAGE_HEADERS, page
+from app.invocations.schemas import LogsAcceptedSchema
+
+blp = Blueprint("browsers", __name__, url_prefix="/browsers",
+                description="Browser sessions, their telemetry and their logs.")
+
+
+def find(session_ref, *, include_deleted=False):
+    """The session (ended ones too when `include_deleted`), ended first if it timed out; a call
+    naming an active session is activity that keeps it alive."""
+    session = BrowserSession.lookup(g.project, session_ref, include_deleted=True)
+    if session.is_idle_too_long and sessions.end_if_idle(session):
+        session = BrowserSession.get_by_id(session.id)
+    if not session.is_active:
+        if not include_deleted:
+            BrowserSession.lookup(g.project, session_ref)  # 404, or the active one of that name
+        return session
+    sessions.touch(session)
+    return session
+
+
+@blp.route("")
+class Browsers(MethodView):
+    @blp.arguments(schemas.BrowserListArgsSchema, location="query")
+    @blp.response(200, schemas.BrowserSchema(many=True), headers=PAGE_HEADERS)
+    def get(self, args):
+        """List browser sessions of the project, newest first (`tags[key]=value` filters, ANDed)"""
+        sessions.expire_idle(g.project.org_id)
+        status = args.get("status") or ("all" if args.get("include_deleted") else "active")
+        found = sessions.listing(g.project.id, status=status, query=args.get("query"), region=args.get("region"),
+                                 tags=schemas.tag_filters(request.args))
+        return [sessions.record(session) for session in page(found, args)]
+
+    @blp.arguments(schemas.BrowserCreateSchema)
+    @blp.response(201, schemas.BrowserSchema)
+    @blp.alt_response(429, description="a concurrency cap of the project or organization is reached")
+    def post(self, args):
+        """Create a browser session"""
+        return sessions.record(sessions.create(g.project, args))
+
+
+@blp.route("/<session_ref>")
+class BrowserByRef(MethodView):
+    @blp.arguments(schemas.IncludeDeletedArgsSchema, location="query")
+    @blp.response(200, schemas.BrowserSchema)
+    def get(self, args, session_ref):
+        """Get a browser session by id or name"""
+        return sessions.record(find(session_ref, include_deleted=args["include_deleted"]))
+
+    @blp.arguments(schemas.BrowserUpdateSchema)
+    @blp.response(200, schemas.BrowserSchema)
+    def patch(self, args, session_ref):
+        """Update a browser session (name, tags, telemetry, viewport, location, network allowlist, ...)"""
+        return sessions.record(sessions.update(find(session_ref), args))
+
+    @blp.response(204)
+    def delete(self, session_ref):
+        """End a browser session (its record stays, with deleted_at)"""
+        sessions.end(find(session_ref))
+
+
+@blp.route("/<session_ref>/telemetry/events")
+class TelemetryEvents(MethodView):
+    @blp.arguments(schemas.TelemetryEventsArgsSchema, location="query")
+    @blp.response(200, schemas.EnvelopeSchema(many=True), headers=PAGE_HEADERS)
+    def get(self, args, session_ref):
+        """Read archived telemetry, paged by the X-Next-Offset cursor (ended sessions too)"""
+        return telemetry.page(find(session_ref, include_deleted=True), args)
+
+    @blp.arguments(schemas.TelemetryIngestSchema)
+    @blp.response(201, schemas.TelemetryAcceptedSchema)
+    @blp.alt_response(409, description="the session has ended")
+    def post(self, events, session_ref):
+        """Add telemetry events (Lantern: for the session's driver); seq is assigned here"""
+        accepted, dropped, last_seq = telemetry.ingest(find(session_ref), events)
+        return {"accepted": accepted, "dropped": dropped, "last_seq": last_seq}
+
+
+@blp.route("/<session_ref>/telemetry/stream")
+class TelemetryStream(MethodView):
+    @blp.arguments(schemas.TelemetryStreamArgsSchema, location="query")
+    @blp.response(200, sse.STREAM_DOC, content_type="text/event-stream")
+    def get(self, args, session_ref):
+        """Stream telemetry envelopes live (SSE; id: is the seq; resume with Last-Event-ID)"""
+        session = find(session_ref, include_deleted=True)
+        config = current_app.config
+        frames = streaming.follow_telemetry(
+            session, last_event_id=sse.last_event_id(request), replay_all=args.get("replay") == "all",
+            types=set(args.get("type") or ()), heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
+            poll_seconds=config["STREAM_POLL_SECONDS"])
+        return sse.stream(frames)
+
+
+@blp.route("/<session_ref>/logs/stream")
+class LogStream(MethodView):
+    @blp.arguments(schemas.LogStreamArgsSchema, location="query")
+    @blp.response(200, sse.STREAM_DOC, content_type="text/event-stream")
+    def get(self, args, session_ref):
+        """Stream a log of the session: the newest stored lines, then new ones with follow (SSE)"""
+        session = find(session_ref, include_deleted=True)
+        config = current_app.config
+        frames = streaming.follow_logs(
+            session, source=args["source"], log_name=args["log_name"], follow=args["follow"],
+            last_event_id=sse.last_event_id(request), replay_lines=config["BROWSER_LOG_REPLAY_LINES"],
+            heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"], poll_seconds=config["STREAM_POLL_SECONDS"])
+        return sse.stream(frames)
+
+
+@blp.route("/<session_ref>/logs")
+class LogLines(MethodView):
+    @blp.arguments(schemas.LogIngestSchema)
+    @blp.response(201, LogsAcceptedSchema)
+    @blp.alt_response(409, description="the session has ended")
+    def post(self, args, session_ref):
+        """Add lines to a log of the session (Lantern: for the session's driver)"""
+        return {"accepted": logs.ingest(find(session_ref), args["source"], args["log_name"], args["lines"])}
