@@ -68,26 +68,33 @@ def _still_running(session, state):
 
 def follow_telemetry(session, *, last_event_id=None, replay_all=False, types=None,
                      heartbeat_seconds=15.0, poll_seconds=1.0):
-    """Frames of the telemetry stream.
+    """Frames of the telemetry stream, from a start decided now (when the request is served).
 
     Start: after `last_event_id` when given (it wins over replay; an evicted seq starts
     at the oldest retained event), else the oldest retained with `replay_all`, else
-    only new events. Frames are `id: seq` + `data: envelope`; events filtered out by
-    `types` advance the cursor with an id-only frame instead of a keepalive comment.
+    only events newer than this call. Frames are `id: seq` + `data: envelope`; events
+    filtered out by `types` advance the cursor with an id-only frame instead of a
+    keepalive comment.
     """
     subject = session.telemetry_subject
     buffers = telemetry_buffers()
-    state = watch.state(session.id, max_age=0)
-    if state.ended:
-        yield from _archived_frames(session, last_event_id, replay_all, types, buffers.capacity)
-        return
+    # Closes the request's connection on the way out: the stream needs none while it waits.
     with db.connection_context():
+        state = watch.state(session.id, max_age=0)
+        if state.ended:
+            return _archived_frames(session, last_event_id, replay_all, types, buffers.capacity)
         telemetry.catch_up(session.id, subject, state.last_seq)
     newest = buffers.latest_seq(subject)
     if last_event_id is not None:
         cursor = min(last_event_id, newest)
     else:
         cursor = 0 if replay_all else newest
+    return _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds)
+
+
+def _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds):
+    subject = session.telemetry_subject
+    buffers = telemetry_buffers()
     skipped = False
     next_keepalive = time.monotonic() + heartbeat_seconds
     while True:

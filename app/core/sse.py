@@ -24,10 +24,22 @@ def comment(text="keepalive"):
 def stream(frames):
     """A streaming response over a generator of frames.
 
+    It opens with a comment: servers send the status and headers with the first
+    chunk, so without one a client would wait for the first event (or keepalive).
     The generator owns its clean-up in try/finally: when the client goes away,
     the server closes the response, which closes the generator and runs it.
     """
-    return Response(frames, mimetype="text/event-stream", headers=HEADERS)
+    return Response(_opened(frames), mimetype="text/event-stream", headers=HEADERS)
+
+
+def _opened(frames):
+    try:
+        yield comment("stream open")
+        yield from frames
+    finally:
+        close = getattr(frames, "close", None)
+        if close:
+            close()
 
 
 def last_event_id(request):
