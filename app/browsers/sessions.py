@@ -22,7 +22,6 @@ from app.invocations.models import Invocation
 from app.orgs.models import Organization
 from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
 from app.profiles.models import Profile
-from app.profiles.schemas import ProfileSchema
 from app.projects.models import Project
 from app.streams import channels, telemetry_buffers
 
@@ -341,7 +340,7 @@ def record(session):
     if session.name:
         out["name"] = session.name
     if session.profile_id:
-        out["profile"] = ProfileSchema().dump(session.profile)
+        out["profile"] = session.profile  # dumped by BrowserSchema
     for key in ("chrome_policy", "network", "proxy", "start_url", "vaults", "video_memory"):
         if settings.get(key) is not None:
             out[key] = settings[key]

@@ -80,7 +80,7 @@ class TelemetryEvents(MethodView):
     @blp.alt_response(409, description="the session has ended")
     def post(self, events, session_ref):
         """Add telemetry events (Lantern: for the session's driver); seq is assigned here"""
-        accepted, dropped, last_seq = telemetry.ingest(find(session_ref), events)
+        accepted, dropped, last_seq = telemetry.ingest(find(session_ref, include_deleted=True), events)
         return {"accepted": accepted, "dropped": dropped, "last_seq": last_seq}
 
 
@@ -121,4 +121,5 @@ class LogLines(MethodView):
     @blp.alt_response(409, description="the session has ended")
     def post(self, args, session_ref):
         """Add lines to a log of the session (Lantern: for the session's driver)"""
-        return {"accepted": logs.ingest(find(session_ref), args["source"], args["log_name"], args["lines"])}
+        session = find(session_ref, include_deleted=True)
+        return {"accepted": logs.ingest(session, args["source"], args["log_name"], args["lines"])}

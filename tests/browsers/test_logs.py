@@ -1,7 +1,7 @@
 """Logs of a browser session: ingest (POST /browsers/{id}/logs) and the log stream (contract 6.8.5)."""
 import json
-from datetime import timedelta
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -272,3 +272,12 @@ def test_the_replay_is_bounded_by_browser_log_replay_lines(make_app, owner_key, 
     resumed = read_frames(open_stream(client, session_id, APP_LOG, follow=False,
                                       headers={"Last-Event-ID": str(everything[0][0])}))
     assert messages(resumed) == ["2", "3", "4", "5"]
+
+
+def test_the_default_replay_is_the_newest_1000_lines_in_order(client, frozen):
+    session_id = new_session(client)
+    post_lines(client, session_id, APP_LOG, *[str(i) for i in range(600)])
+    post_lines(client, session_id, APP_LOG, *[str(i) for i in range(600, 1200)])
+    frames = read_frames(open_stream(client, session_id, APP_LOG, follow=False), timeout=10)
+    assert messages(frames) == [str(i) for i in range(200, 1200)]
+    assert len({frame_id for frame_id, _ in frames}) == 1000

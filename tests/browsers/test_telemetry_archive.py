@@ -10,6 +10,7 @@ import pytest
 from app.browsers import telemetry
 from app.core import clock
 from app.core.db import db
+from tests.conftest import client_for
 
 T0 = clock.parse_rfc3339("2026-06-01T12:00:00Z")
 ON = {"enabled": True, "browser": {"console": {"enabled": True}, "network": {"enabled": True}}}
@@ -144,6 +145,8 @@ def test_a_page_has_the_envelope_shape_and_the_default_limit(client, thousand):
 
 def test_the_last_page_says_no_more(client, frozen):
     session_id = new_session(client)
+    assert read(client, session_id) == ([], False, 0)  # nothing archived yet
+    assert read(client, session_id, order="desc") == ([], False, 0)
     ingest(client, session_id, [console(i) for i in range(5)])
     page, has_more, _ = read(client, session_id, limit=5)
     assert seqs(page) == [1, 2, 3, 4, 5] and not has_more
@@ -309,8 +312,15 @@ def test_excluded_cdp_methods_are_dropped(client, frozen):
     assert page[0]["event"]["category"] == "control"
 
 
-def test_an_unknown_session_is_404(client, frozen):
+def test_an_unknown_session_is_404(app, client, make_org, frozen):
     assert client.get("/browsers/nope/telemetry/events").status_code == 404
+    theirs = client_for(app, make_org("Other", "owner@other.test").plaintext)
+    session_id = new_session(theirs)
+    ingest(theirs, session_id, [console(1)])
+    for method in (client.get, client.post):
+        response = method(f"/browsers/{session_id}/telemetry/events", json={"events": [console(2)]})
+        assert response.status_code == 404 and response.get_json()["code"] == "browser_not_found"
+    assert seqs(read(theirs, session_id)[0]) == [1]
     response = client.post("/browsers/nope/telemetry/events", json={"events": [console(1)]})
     assert response.status_code == 404 and response.get_json()["code"] == "browser_not_found"
 

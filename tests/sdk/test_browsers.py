@@ -223,14 +223,12 @@ def test_create_with_defaults(browsers):
 
 
 def test_create_with_options_and_retrieve_by_id_and_name(browsers):
-    profile = browsers.profiles.create(name=unique("shopper"))
     name = unique("checkout")
     created = browsers.browsers.create(
         name=name, tags={"team": "growth", "env": "staging"}, headless=True, memory="2GiB",
         viewport={"width": 1280, "height": 720, "refresh_rate": 30},
         location={"locale": "fr-FR", "timezone": "Europe/Paris"},
-        telemetry=CONSOLE_ON, profile={"name": profile.name, "save_changes": True}, timeout_seconds=300,
-        stealth=True, region="eu-west")
+        telemetry=CONSOLE_ON, timeout_seconds=300, stealth=True, region="eu-west")
     assert created.name == name
     assert created.tags == {"team": "growth", "env": "staging"}
     assert (created.headless, created.memory, created.stealth, created.region) == (True, "2GiB", True, "eu-west")
@@ -240,8 +238,7 @@ def test_create_with_options_and_retrieve_by_id_and_name(browsers):
     assert (location.locale, location.locale_source, location.timezone, location.timezone_source) == (
         "fr-FR", "override", "Europe/Paris", "override")
     assert created.timeout_seconds == 300
-    assert created.profile.id == profile.id and created.profile.name == profile.name
-    assert created.profile_save_changes is True
+    assert created.profile is None and created.profile_save_changes is False
     categories = created.telemetry.browser
     assert categories.console.enabled is True
     assert categories.control.enabled is True and categories.connection.enabled is True  # on by default
@@ -250,8 +247,26 @@ def test_create_with_options_and_retrieve_by_id_and_name(browsers):
     by_id = browsers.browsers.retrieve(created.session_id)
     by_name = browsers.browsers.retrieve(name)
     assert stable(by_id) == stable(by_name) == stable(created)
-    assert ids(browsers.browsers.list(query=profile.name)) == [created.session_id]
-    assert ids(browsers.browsers.list(query=profile.id)) == [created.session_id]
+    assert ids(browsers.browsers.list(query=name)) == [created.session_id]
+
+
+# In an organization of its own: the bug below leaves the session active (its record cannot be
+# served, so it cannot be listed and ended), which would hold a slot of the shared organization.
+@pytest.mark.xfail(strict=True, reason="Lantern bug: a session with a profile answers 500 (AttributeError: 'str' "
+                   "object has no attribute 'tzinfo'): app/browsers/sessions.py:344 record() puts "
+                   "ProfileSchema().dump(profile) (dates already strings) into the record, and BrowserSchema.profile "
+                   "(app/browsers/schemas.py:261) is Nested(ProfileSchema), which dumps those strings again")
+def test_create_with_a_profile_by_name(new_org):
+    org = new_org()
+    profile = org.profiles.create(name=unique("shopper"))
+    created = org.browsers.create(profile={"name": profile.name, "save_changes": True})
+    assert created.profile.id == profile.id and created.profile.name == profile.name
+    assert created.profile_save_changes is True
+    assert stable(org.browsers.retrieve(created.session_id)) == stable(created)
+    assert ids(org.browsers.list(query=profile.name)) == [created.session_id]
+    assert ids(org.browsers.list(query=profile.id)) == [created.session_id]
+    by_id = org.browsers.create(profile={"id": profile.id})
+    assert by_id.profile.id == profile.id and by_id.profile_save_changes is False
 
 
 @pytest.mark.parametrize("fields", [
@@ -586,7 +601,8 @@ def test_ingest_keeps_only_enabled_categories(browsers, driver):
     answer = driver.post_events(created.session_id, [console_log("a"), page_load("https://x.test/"),
                                                      console_error("b")])
     assert answer == {"accepted": 2, "dropped": 1, "last_seq": 2}
-    assert driver.post_events(created.session_id, []) == {"accepted": 0, "dropped": 0, "last_seq": 0}
+    # An empty batch only records activity; last_seq stays the session's newest.
+    assert driver.post_events(created.session_id, []) == {"accepted": 0, "dropped": 0, "last_seq": 2}
 
     off = browsers.browsers.create()  # no telemetry
     assert driver.post_events(off.session_id, [console_log("c")]) == {"accepted": 0, "dropped": 1, "last_seq": 0}
@@ -601,16 +617,26 @@ def test_ingest_keeps_only_enabled_categories(browsers, driver):
     assert error.data.text == "b" and log.ts > 0 and error.ts >= log.ts
 
 
-def test_ingest_refuses_invalid_events_and_ended_sessions(browsers, driver):
+def test_ingest_refuses_invalid_events(browsers, driver):
     created = browsers.browsers.create(telemetry=CONSOLE_ON)
     bad = [console_log("fine"), {"type": "console_log", "category": "network", "source": {"kind": "cdp"}}]
     answer = driver.post_events(created.session_id, bad, status=400)
     assert answer["code"] == "bad_request"
     assert list(browsers.browsers.telemetry.events(created.session_id)) == []  # the whole batch was refused
+    assert driver.post_events("no-such-browser", [console_log("x")], status=404)["code"] == "browser_not_found"
 
+
+@pytest.mark.xfail(strict=True, reason="Lantern bug: ingest into an ended session answers 404 browser_not_found, "
+                   "not the documented 409 browser_session_ended (views.py alt_response 409 on both ingest routes; "
+                   "drivers.py: 'the external browser learns of the end from its next ingest (409)'): "
+                   "app/browsers/views.py TelemetryEvents.post and LogLines.post call find(session_ref) without "
+                   "include_deleted, so the ended session 404s before telemetry.ingest/logs.ingest can answer 409")
+def test_ingest_into_an_ended_session_is_409(browsers, driver):
+    created = browsers.browsers.create(telemetry=CONSOLE_ON)
     browsers.browsers.delete_by_id(created.session_id)
-    ended = driver.post_events(created.session_id, [console_log("late")], status=409)
-    assert ended["code"] == "browser_session_ended"
+    assert driver.post_events(created.session_id, [console_log("late")], status=409)["code"] == (
+        "browser_session_ended")
+    assert driver.post_logs(created.session_id, "late", status=409)["code"] == "browser_session_ended"
 
 
 def test_events_auto_pager_walks_every_page_in_order(browsers, driver):
@@ -843,7 +869,6 @@ def test_log_stream_follows_new_lines_until_the_session_ends(streams, driver):
     streams.with_options().browsers.delete_by_id(session_id)
     assert following.rest() == []
     assert following.status_code == 200
-    driver.post_logs(session_id, "too late", status=409)
 
 
 def test_log_stream_of_an_ended_session_replays_and_ends(streams, driver):
