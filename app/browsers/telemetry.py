@@ -25,6 +25,8 @@ PRUNE_CHUNK = 5000
 # order even when two requests for one session commit back to back.
 _stripes = [threading.Lock() for _ in range(64)]
 _pruned_at = 0.0
+# The categories whose events the browser's DevTools protocol produces.
+CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "screenshot")
 
 
 def envelope_frame(seq, body):
@@ -41,9 +43,10 @@ def captured(event, config):
     if not config.get("enabled"):
         return False
     category = event["category"]
-    if category == "monitor":  # not configurable: flows whenever telemetry is on
-        return True
-    switch = (config.get("browser") or {}).get(category) or {}
+    categories = config.get("browser") or {}
+    if category == "monitor":  # not configurable: flows while any category fed by CDP is on
+        return any((categories.get(name) or {}).get("enabled") for name in CDP_CATEGORIES)
+    switch = categories.get(category) or {}
     if not switch.get("enabled"):
         return False
     if event["type"] == "cdp_command":

@@ -14,9 +14,6 @@ from tests.conftest import client_for
 
 T0 = clock.parse_rfc3339("2026-06-01T12:00:00Z")
 ON = {"enabled": True, "browser": {"console": {"enabled": True}, "network": {"enabled": True}}}
-ENDED_IS_404 = ("app/browsers/views.py find(): without include_deleted an ended session is looked up again as an "
-                "active one, so ingest answers 404 browser_not_found before telemetry.ingest/logs.ingest can "
-                "answer 409 browser_session_ended")
 
 
 def console(text, **extra):
@@ -389,31 +386,22 @@ def test_seqs_rise_per_session_from_1(client, frozen):
     assert [e["event"]["type"] for e in read(client, b)[0]] == ["network_request", "network_request", "console_log"]
 
 
-@pytest.mark.xfail(strict=True, reason=ENDED_IS_404)
-def test_ingest_into_a_deleted_session_is_409(client, frozen):
+def test_ingest_into_a_deleted_session_is_409_and_stores_nothing(client, frozen):
     session_id = new_session(client)
     ingest(client, session_id, [console(1)])
     assert client.delete(f"/browsers/{session_id}").status_code == 204
-    body = ingest(client, session_id, [console(2)], status=409)
-    assert body["code"] == "browser_session_ended"
+    response = client.post(f"/browsers/{session_id}/telemetry/events", json={"events": [console(2)]})
+    assert response.status_code == 409 and response.get_json()["code"] == "browser_session_ended"
+    assert response.headers["x-should-retry"] == "false"
+    assert seqs(read(client, session_id)[0]) == [1]
 
 
-@pytest.mark.xfail(strict=True, reason=ENDED_IS_404)
 def test_ingest_into_a_timed_out_session_is_409(client, frozen):
     session_id = new_session(client, timeout_seconds=10)
     clock.advance(seconds=11)
     body = ingest(client, session_id, [console(1)], status=409)
     assert body["code"] == "browser_session_ended"
-
-
-def test_ingest_into_an_ended_session_stores_nothing(client, frozen):
-    """Whatever the status (see the xfail tests above), nothing is archived after the end."""
-    session_id = new_session(client)
-    ingest(client, session_id, [console(1)])
-    assert client.delete(f"/browsers/{session_id}").status_code == 204
-    response = client.post(f"/browsers/{session_id}/telemetry/events", json={"events": [console(2)]})
-    assert response.status_code in (404, 409)
-    assert seqs(read(client, session_id)[0]) == [1]
+    assert read(client, session_id) == ([], False, 0)
 
 
 # -- retention --------------------------------------------------------------------------------

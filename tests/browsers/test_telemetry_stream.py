@@ -233,3 +233,14 @@ def test_telemetry_switched_on_by_update(client, new_browser, ingest):
     assert ingest(session, [console("after")]) == {"accepted": 1, "dropped": 0, "last_seq": 1}
     client.patch(f"/browsers/{session}", json={"telemetry": {"enabled": False}})
     assert ingest(session, [console("stopped")])["accepted"] == 0
+
+
+def test_monitor_events_flow_while_any_cdp_category_is_on(client, new_browser, ingest):
+    monitor = {"type": "monitor_reconnected", "source": {"kind": "local_process"},
+               "data": {"reconnect_duration_ms": 5}}
+    on = new_browser(telemetry={"enabled": True})["session_id"]  # control is on by default
+    assert ingest(on, [monitor])["accepted"] == 1
+    cdp_off = {name: {"enabled": False} for name in ("console", "network", "page", "interaction", "control",
+                                                      "screenshot")}
+    off = new_browser(telemetry={"enabled": True, "browser": cdp_off})["session_id"]
+    assert ingest(off, [monitor]) == {"accepted": 0, "dropped": 1, "last_seq": 0}
