@@ -124,7 +124,7 @@ class OtlpExport(ma.Schema):
 
     @ma.validates_schema
     def not_offered(self, data, **kwargs):
-        if data.get("enabled"):
+        if data.get("enabled") or data.get("destination"):
             raise ma.ValidationError("Lantern does not export telemetry over OTLP; read it from "
                                      "/browsers/{id}/telemetry/events or /telemetry/stream.", "enabled")
 
@@ -133,11 +133,27 @@ class TelemetryExport(ma.Schema):
     otlp = ma.fields.Nested(OtlpExport)
 
 
+class TelemetryStorage(ma.Schema):
+    enabled = JsonBoolean()
+
+    @ma.validates("enabled")
+    def kept(self, value, **kwargs):
+        # Not storing needs an OTLP destination to send to, which Lantern does not offer.
+        if value is False:
+            raise ma.ValidationError("Captured telemetry is always stored: storage off needs an OTLP export "
+                                     "destination, which Lantern does not offer.")
+
+
 class TelemetryConfig(ma.Schema):
     enabled = JsonBoolean()
     browser = ma.fields.Nested(BrowserCategories)
     export = ma.fields.Nested(TelemetryExport)
-    storage = ma.fields.Nested(CategorySwitch)
+    storage = ma.fields.Nested(TelemetryStorage)
+
+    @ma.validates_schema
+    def off_takes_no_categories(self, data, **kwargs):
+        if data.get("enabled") is False and data.get("browser"):
+            raise ma.ValidationError("enabled false cannot be combined with browser category settings.", "browser")
 
 
 def websocket_or_http_url(value):

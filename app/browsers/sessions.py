@@ -128,19 +128,36 @@ def check_no_proxies(proxy, proxy_id, network):
 
 
 def resolved_telemetry(given, current=None):
-    """The stored telemetry config: `given` merged over `current`, every category spelled out."""
-    merged = json.loads(json.dumps(current or {"enabled": False}))
+    """The telemetry config to store, every category spelled out (the SDK's documented rules).
+
+    Create (`current` None): nothing, `{}` or `enabled: false` starts no capture;
+    `enabled: true` and/or category settings capture the default set with the
+    given categories layered on. Update: nothing or `{}` leaves the config;
+    `enabled: false` stops; `enabled: true` starts afresh from the default set plus
+    the given categories; categories alone merge onto the current selection (onto
+    the default set when capture is off). A selection with every category off
+    captures nothing.
+    """
+    base = json.loads(json.dumps(current)) if current else {"enabled": False, "browser": default_categories()}
     given = given or {}
-    if "enabled" in given:
-        merged["enabled"] = given["enabled"]
-    categories = merged.setdefault("browser", {})
-    for name in CONFIGURABLE_CATEGORIES:
-        categories[name] = dict(categories.get(name) or {"enabled": name in DEFAULT_ON},
-                                **((given.get("browser") or {}).get(name) or {}))
-    for key in ("export", "storage"):
-        if key in given:
-            merged[key] = given[key]
-    return merged
+    enabled, categories = given.get("enabled"), given.get("browser") or {}
+    out = dict(base, **{key: given[key] for key in ("export", "storage") if key in given})
+    if enabled is False:
+        out["enabled"] = False
+        return out
+    if enabled is None and not categories:
+        return out
+    fresh = enabled is True or not base["enabled"]
+    browser = default_categories() if fresh else base["browser"]
+    for name, switch in categories.items():
+        browser[name] = dict(browser.get(name) or {}, **switch)
+    out["browser"] = browser
+    out["enabled"] = any(switch.get("enabled") for switch in browser.values())
+    return out
+
+
+def default_categories():
+    return {name: {"enabled": name in DEFAULT_ON} for name in CONFIGURABLE_CATEGORIES}
 
 
 def replace_tags(session, tags):
@@ -239,7 +256,7 @@ def update(session, args):
             settings["tags"] = args["tags"] or {}
             replace_tags(current, settings["tags"])
         if args.get("telemetry"):
-            settings["telemetry"] = resolved_telemetry(args["telemetry"], settings.get("telemetry"))
+            settings["telemetry"] = resolved_telemetry(args["telemetry"], settings["telemetry"])
             current.telemetry_enabled = settings["telemetry"]["enabled"]
         if "location" in args:
             location = dict(settings.get("location") or {}, **args["location"])

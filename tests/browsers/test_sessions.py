@@ -328,3 +328,56 @@ def test_invocation_browsers_lists_and_ends_the_sessions_created_for_it(client):
     assert client.get(f"/invocations/{invocation['id']}/browsers").get_json() == {"browsers": []}
     assert client.get(f"/browsers/{mine['session_id']}").status_code == 404
     assert len(client.get("/browsers").get_json()) == 1
+
+
+# -- telemetry settings (the SDK's documented rules) ----------------------------------------
+
+def categories_on(record):
+    return sorted(name for name, switch in record["telemetry"]["browser"].items() if switch["enabled"])
+
+
+@pytest.mark.parametrize("telemetry, enabled, on", [
+    (None, False, ["captcha", "connection", "control", "system"]),
+    ({}, False, ["captcha", "connection", "control", "system"]),
+    ({"enabled": False}, False, ["captcha", "connection", "control", "system"]),
+    ({"enabled": True}, True, ["captcha", "connection", "control", "system"]),
+    ({"browser": {"console": {"enabled": True}}}, True, ["captcha", "connection", "console", "control", "system"]),
+    ({"enabled": True, "browser": {"control": {"enabled": False}}}, True, ["captcha", "connection", "system"]),
+    ({"browser": {name: {"enabled": False} for name in ("control", "connection", "system", "captcha")}}, False, []),
+])
+def test_create_resolves_the_telemetry_settings(client, telemetry, enabled, on):
+    record = client.post("/browsers", json={"telemetry": telemetry}).get_json()
+    assert record["telemetry"]["enabled"] is enabled
+    assert categories_on(record) == on
+
+
+@pytest.mark.parametrize("telemetry, field", [
+    ({"enabled": False, "browser": {"console": {"enabled": True}}}, "telemetry.browser"),
+    ({"storage": {"enabled": False}}, "telemetry.storage.enabled"),
+    ({"export": {"otlp": {"destination": {"name": "collector"}}}}, "telemetry.export.otlp.enabled"),
+])
+def test_telemetry_settings_lantern_cannot_honour_are_400(client, telemetry, field):
+    response = client.post("/browsers", json={"telemetry": telemetry})
+    assert response.status_code == 400
+    assert [detail["field"] for detail in response.get_json()["details"]] == [field]
+
+
+def test_update_merges_categories_and_enabled_true_starts_afresh(client):
+    session = client.post("/browsers", json={"telemetry": {"browser": {"console": {"enabled": True}}}}
+                          ).get_json()["session_id"]
+
+    def patch(telemetry):
+        return client.patch(f"/browsers/{session}", json={"telemetry": telemetry}).get_json()
+
+    merged = patch({"browser": {"network": {"enabled": True}}})
+    assert categories_on(merged) == ["captcha", "connection", "console", "control", "network", "system"]
+    assert categories_on(patch({})) == categories_on(merged)  # {} leaves it
+    fresh = patch({"enabled": True, "browser": {"page": {"enabled": True}}})
+    assert categories_on(fresh) == ["captcha", "connection", "control", "page", "system"]
+    assert patch({"enabled": False})["telemetry"]["enabled"] is False
+    # Categories while capture is off start from the default set again.
+    restarted = patch({"browser": {"console": {"enabled": True}}})
+    assert restarted["telemetry"]["enabled"] is True
+    assert categories_on(restarted) == ["captcha", "connection", "console", "control", "system"]
+    everything_off = {name: {"enabled": False} for name in ("console", "control", "connection", "system", "captcha")}
+    assert patch({"browser": everything_off})["telemetry"]["enabled"] is False

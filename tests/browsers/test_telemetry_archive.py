@@ -263,7 +263,8 @@ def test_desc_reads_back_from_until_or_the_cursor(client, frozen):
 # -- what is kept -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("body", [{}, {"telemetry": None}, {"telemetry": {}}, {"telemetry": {"enabled": False}},
-                                  {"telemetry": {"enabled": False, "browser": ON["browser"]}}])
+                                  {"telemetry": {"browser": {name: {"enabled": False} for name in
+                                                             ("control", "connection", "system", "captcha")}}}])
 def test_a_session_without_telemetry_counts_events_as_dropped(client, frozen, body):
     response = client.post("/browsers", json=body)
     assert response.status_code == 201, response.get_json()
