@@ -43,6 +43,7 @@ test-postgres: install-test
 bench: install-test
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/invocation_fanout.py $(FANOUT_ARGS)
+	$(BIN)/python bench/telemetry.py $(TELEMETRY_ARGS)
 
 lint: install-test
 	$(PIP) ruff

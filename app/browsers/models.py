@@ -134,7 +134,9 @@ class TelemetryEvent(BaseModel):
     received_at = UtcDateTimeField(default=clock.now, index=True)
 
     class Meta:
-        indexes = ((("session", "seq"), True), (("session", "id"), False))
+        # (session, ts) finds where a `since` window starts; (session, category, id) serves filtered pages.
+        indexes = ((("session", "seq"), True), (("session", "id"), False), (("session", "ts"), False),
+                   (("session", "category", "id"), False))
 
 
 class BrowserLogLine(BaseModel):
@@ -143,7 +145,7 @@ class BrowserLogLine(BaseModel):
     id = BigAutoField()
     session = ForeignKeyField(BrowserSession, backref="log_lines", on_delete="CASCADE", index=False)
     source = CharField()  # "path" or "supervisor"
-    log_name = CharField()  # the file path or the process name
+    log_name = TextField()  # the file path or the process name
     timestamp = UtcDateTimeField()
     message = TextField()
     received_at = UtcDateTimeField(default=clock.now, index=True)

@@ -10,7 +10,7 @@ from marshmallow import validate
 from app.browsers.telemetry_types import CATEGORIES, CDP_METHODS, validate_event
 from app.core import clock
 from app.core.fields import JsonBoolean, JsonInteger, PathName
-from app.core.paging import PageArgsSchema
+from app.core.paging import MAX_INT64, PageArgsSchema
 from app.core.timewindow import TimePoint
 from app.invocations.schemas import LogLineSchema
 from app.profiles.schemas import ProfileSchema
@@ -323,8 +323,9 @@ class TelemetryEventsArgsSchema(ma.Schema):
                                                "ignored with offset; not with order=desc"})
     until = TimePoint(metadata={"description": "exclusive end; RFC 3339 or a duration ago"})
     limit = ma.fields.Integer(load_default=20, validate=validate.Range(1, 100))
-    offset = ma.fields.Integer(validate=validate.Range(min=0),
-                               metadata={"description": "opaque cursor: the previous X-Next-Offset (not a seq)"})
+    offset = ma.fields.Integer(validate=validate.Range(0, MAX_INT64),
+                               metadata={"description": "opaque cursor: the previous X-Next-Offset (not a seq); "
+                                                        "0 is no cursor"})
     category = CommaSeparated(CATEGORIES)
     type = CommaSeparated()
     order = ma.fields.String(load_default="asc", validate=validate.OneOf(["asc", "desc"]))
@@ -377,7 +378,7 @@ class TelemetryAcceptedSchema(ma.Schema):
 
 class LogSourceSchema(ma.Schema):
     source = ma.fields.String(required=True, validate=validate.OneOf(["path", "supervisor"]))
-    path = ma.fields.String(validate=validate.Length(1, 4096))
+    path = ma.fields.String(validate=validate.Length(1, 1024))
     supervisor_process = ma.fields.String(validate=validate.Length(1, 255))
 
     @ma.validates_schema

@@ -9,6 +9,7 @@ noticed the timeout) does the after-end work exactly once.
 import json
 
 from flask import current_app
+from peewee import JOIN
 
 from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession, BrowserTag
@@ -305,8 +306,13 @@ def updated_network(network, change):
 
 # -- listing and the record ------------------------------------------------------------------
 
+def with_profiles(query):
+    """`query` with each session's profile loaded in the same query (records show it)."""
+    return query.select_extend(Profile).join(Profile, JOIN.LEFT_OUTER).switch(BrowserSession)
+
+
 def listing(project, *, status="active", query=None, region=None, tags=None):
-    sessions = BrowserSession.select().where(BrowserSession.project == project)
+    sessions = with_profiles(BrowserSession.select().where(BrowserSession.project == project))
     if status == "active":
         sessions = sessions.where(BrowserSession.deleted_at.is_null())
     elif status == "deleted":
@@ -377,7 +383,7 @@ def public_telemetry(config):
 
 
 def of_invocation(invocation):
-    return (BrowserSession.active().where(BrowserSession.invocation_id == invocation.id)
+    return (with_profiles(BrowserSession.active()).where(BrowserSession.invocation_id == invocation.id)
             .order_by(BrowserSession.created_at, BrowserSession.id))
 
 

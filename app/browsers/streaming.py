@@ -28,14 +28,22 @@ class SessionState:
 
 
 class SessionWatch:
-    """The state of followed sessions, re-read at most once per `max_age` seconds per session."""
+    """The state of followed sessions, re-read at most once per `max_age` seconds per session.
+
+    One reader per session queries while the others of that session wait for its
+    answer; nobody holds a lock shared across sessions while waiting for a database
+    connection (callers hold no connection when they ask).
+    """
 
     def __init__(self):
         self._states = {}
+        self._locks = {}
         self._lock = threading.Lock()
 
     def state(self, session_id, max_age):
         with self._lock:
+            session_lock = self._locks.setdefault(session_id, threading.Lock())
+        with session_lock:
             read_at, state = self._states.get(session_id, (0.0, None))
             if state is None or time.monotonic() - read_at >= max_age:
                 with db.connection_context():
@@ -43,14 +51,14 @@ class SessionWatch:
                                                  BrowserSession.last_seq)
                            .where(BrowserSession.id == session_id).first())
                 state = SessionState(row.deleted_at is not None, row.idle_deadline, row.last_seq)
-                self._states[session_id] = (time.monotonic(), state)
-                if len(self._states) > 10000:
-                    self._forget_older_than(60.0)
+                with self._lock:
+                    self._states[session_id] = (time.monotonic(), state)
             return state
 
-    def _forget_older_than(self, seconds):
-        cutoff = time.monotonic() - seconds
-        self._states = {k: v for k, v in self._states.items() if v[0] >= cutoff}
+    def forget(self, session_id):
+        with self._lock:
+            self._states.pop(session_id, None)
+            self._locks.pop(session_id, None)
 
 
 watch = SessionWatch()
@@ -78,11 +86,11 @@ def follow_telemetry(session, *, last_event_id=None, replay_all=False, types=Non
     """
     subject = session.telemetry_subject
     buffers = telemetry_buffers()
-    # Closes the request's connection on the way out: the stream needs none while it waits.
+    db.close()  # the request's connection: a stream holds none while it waits (teardown copes)
+    state = watch.state(session.id, max_age=0)
+    if state.ended:
+        return _archived_frames(session, last_event_id, replay_all, types, buffers.capacity)
     with db.connection_context():
-        state = watch.state(session.id, max_age=0)
-        if state.ended:
-            return _archived_frames(session, last_event_id, replay_all, types, buffers.capacity)
         telemetry.catch_up(session.id, subject, state.last_seq)
     newest = buffers.latest_seq(subject)
     if last_event_id is not None:
@@ -116,9 +124,10 @@ def _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds):
         discarded = buffers.latest_seq(subject) < seen
         state = watch.state(session.id, max_age=0 if discarded else poll_seconds)
         if not _still_running(session, state):
-            # Events that arrived before the end, then close.
+            # Events that arrived before the end, then close; this worker's copies go too.
             with db.connection_context():
                 rest = telemetry.archived(session.id, cursor)
+            forget(session)
             for seq, event_type, body in rest:
                 if not types or event_type in types:
                     yield telemetry.envelope_frame(seq, body)
@@ -126,6 +135,13 @@ def _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds):
         if state.last_seq > buffers.latest_seq(subject):
             with db.connection_context():
                 telemetry.catch_up(session.id, subject, state.last_seq)
+
+
+def forget(session):
+    """Drop what this process keeps for an ended session (other workers did not end it)."""
+    telemetry_buffers().discard(session.telemetry_subject)
+    channels().discard(session.logs_subject)
+    watch.forget(session.id)
 
 
 def _archived_frames(session, last_event_id, replay_all, types, capacity):
@@ -169,6 +185,7 @@ def follow_logs(session, *, source, log_name, follow=True, last_event_id=None, r
                 rest = logs.lines_after(session.id, source, log_name, cursor, LOG_BATCH)
             if rest:
                 continue  # deliver the lines that came before the end, then close
+            forget(session)
             return
         now = time.monotonic()
         if now >= next_keepalive:

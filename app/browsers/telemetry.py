@@ -7,17 +7,19 @@ A worker that did not ingest an event fills its buffer from the archive when a
 stream there finds the session's last_seq ahead of it (`catch_up`).
 """
 import json
+import sys
 import threading
 import time
 from datetime import timedelta
 
 from flask import Response, after_this_request, current_app
+from peewee import fn
 
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.core import clock
 from app.core.db import exclusive
-from app.streams import telemetry_buffers
+from app.streams import channels, telemetry_buffers
 
 ROWS_PER_INSERT = 500
 PRUNE_CHUNK = 5000
@@ -89,7 +91,8 @@ def _archive(session_id, first_seq, events, now):
         body = json.dumps(event, separators=(",", ":"))
         rows.append({"session": session_id, "seq": seq, "ts": event["ts"], "category": event["category"],
                      "type": event["type"], "body": body, "received_at": now})
-        entries.append((seq, (event["type"], envelope_frame(seq, body))))
+        # Interned: the buffer then holds one copy of each type name, not one per event.
+        entries.append((seq, (sys.intern(event["type"]), envelope_frame(seq, body))))
     for start in range(0, len(rows), ROWS_PER_INSERT):
         TelemetryEvent.insert_many(rows[start:start + ROWS_PER_INSERT]).execute()
     return entries
@@ -101,7 +104,7 @@ def _publish(session, entries):
         return
     buffers = telemetry_buffers()
     have = buffers.latest_seq(session.telemetry_subject)
-    if have and have < entries[0][0] - 1:
+    if have < entries[0][0] - 1:  # also a buffer new in this worker: it starts with what is retained
         _fill(session.id, session.telemetry_subject, have, entries[0][0] - 1)
     buffers.extend(session.telemetry_subject, entries)
 
@@ -117,7 +120,7 @@ def catch_up(session_id, subject, newest_seq):
 def _fill(session_id, subject, have, newest_seq):
     buffers = telemetry_buffers()
     floor = max(have, newest_seq - buffers.capacity)
-    buffers.extend(subject, [(seq, (type_, envelope_frame(seq, body)))
+    buffers.extend(subject, [(seq, (sys.intern(type_), envelope_frame(seq, body)))
                              for seq, type_, body in archived(session_id, floor, newest_seq)])
 
 
@@ -137,7 +140,8 @@ def page(session, args):
     after the cursor; desc reads down from the cursor, or `until`, or the newest event.
     Category and type filters apply in the query, so a page is only empty at the end.
     """
-    limit, offset, descending = args["limit"], args.get("offset"), args["order"] == "desc"
+    # 0 is what X-Next-Offset says when there is nothing further: no cursor.
+    limit, offset, descending = args["limit"], args.get("offset") or None, args["order"] == "desc"
     query = (TelemetryEvent.select(TelemetryEvent.id, TelemetryEvent.seq, TelemetryEvent.body)
              .where(TelemetryEvent.session == session.id))
     if args.get("category"):
@@ -154,8 +158,8 @@ def page(session, args):
         if offset is not None:
             query = query.where(TelemetryEvent.id > offset)
         else:
-            since = args.get("since") or clock.now() - timedelta(minutes=5)
-            query = query.where(TelemetryEvent.ts >= clock.micros(since))
+            since = clock.micros(args.get("since") or clock.now() - timedelta(minutes=5))
+            query = query.where((TelemetryEvent.ts >= since) & (TelemetryEvent.id >= _first_id_since(session, since)))
         query = query.order_by(TelemetryEvent.id)
     rows = list(query.limit(limit + 1).tuples())
     has_more = len(rows) > limit
@@ -179,6 +183,13 @@ def page(session, args):
     return Response(f"[{body}]", mimetype="application/json")
 
 
+def _first_id_since(session, since_us):
+    """The first archive row of the window, found through the (session, ts) index, so the page
+    query does not walk the session's older events (ts and id are not in the same order)."""
+    return (TelemetryEvent.select(fn.MIN(TelemetryEvent.id))
+            .where((TelemetryEvent.session == session.id) & (TelemetryEvent.ts >= since_us)).scalar() or 0)
+
+
 def maybe_prune():
     """Prune at most once per TELEMETRY_PRUNE_INTERVAL_SECONDS in this process."""
     global _pruned_at
@@ -187,8 +198,9 @@ def maybe_prune():
         return
     _pruned_at = time.monotonic()
     prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
-    # Buffers nobody used for a while are only a cache of the archive: drop them.
+    # Buffers and channels nobody used for a while are only caches and wake-up signals: drop them.
     telemetry_buffers().discard_idle(interval)
+    channels().discard_idle(interval)
 
 
 def prune(retention_seconds):

@@ -294,6 +294,8 @@ EVENT_CATEGORY = {name: spec.category for name, spec in EVENT_SPECS.items()}
 CDP_METHODS = tuple(CDP_COMMANDS)
 SOURCE = obj({"kind": enum(*SOURCE_KINDS).req, "event": STR, "metadata": STR_MAP})
 TOP_LEVEL_KEYS = ("type", "category", "ts", "source", "data", "truncated")
+# ts is stored in a 64-bit column.
+MAX_TS = 2**63 - 1
 
 
 def _is_int(value) -> bool:
@@ -411,8 +413,8 @@ def validate_event(event, *, now_us: int) -> dict:
         errors["ts"] = [NULL]
     elif not _is_int(ts):
         errors["ts"] = [_TYPE_MESSAGES["int"]]
-    elif ts < 0:
-        errors["ts"] = ["Must be greater than or equal to 0."]
+    elif not 0 <= ts <= MAX_TS:
+        errors["ts"] = [f"Must be between 0 and {MAX_TS}."]
 
     if "source" not in event:
         errors["source"] = [MISSING]

@@ -3,6 +3,8 @@ import marshmallow as ma
 from flask import after_this_request
 
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+# The largest integer every database stores; larger query values are 400, not a 500.
+MAX_INT64 = 2**63 - 1
 
 PAGE_HEADERS = {
     "X-Has-More": {"description": "true when another page follows",
@@ -16,7 +18,7 @@ class PageArgsSchema(ma.Schema):
 
     limit = ma.fields.Integer(load_default=DEFAULT_LIMIT, validate=ma.validate.Range(1, MAX_LIMIT),
                               metadata={"description": f"items per page, 1..{MAX_LIMIT}"})
-    offset = ma.fields.Integer(load_default=0, validate=ma.validate.Range(min=0),
+    offset = ma.fields.Integer(load_default=0, validate=ma.validate.Range(0, MAX_INT64),
                                metadata={"description": "items to skip"})
 
 

@@ -43,6 +43,9 @@ def _opened(frames):
 
 
 def last_event_id(request):
-    """The Last-Event-ID header as an int, or None when absent or not a number."""
+    """The Last-Event-ID header as an int, or None when absent, 0 (the SSE way to say "none")
+    or not a number; values beyond any id are capped."""
     value = request.headers.get("Last-Event-ID", "").strip()
-    return int(value) if value.isascii() and value.isdigit() else None
+    if not (value.isascii() and value.isdigit()):
+        return None
+    return min(int(value), 2**63 - 1) or None

@@ -15,7 +15,10 @@ def parse_point(text):
     text = text.strip()
     match = DURATION.match(text)
     if match:
-        return clock.now() - timedelta(seconds=float(match.group(1)) * UNITS[match.group(2)])
+        try:
+            return clock.now() - timedelta(seconds=float(match.group(1)) * UNITS[match.group(2)])
+        except OverflowError:
+            raise ValueError(f"{text!r} reaches back before year 1") from None
     try:
         return clock.parse_rfc3339(text)
     except ValueError:

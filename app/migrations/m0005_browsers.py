@@ -59,13 +59,14 @@ def upgrade(migrator):
         received_at = UtcDateTimeField(index=True)
 
         class Meta:
-            indexes = ((("session", "seq"), True), (("session", "id"), False))
+            indexes = ((("session", "seq"), True), (("session", "id"), False), (("session", "ts"), False),
+                       (("session", "category", "id"), False))
 
     class BrowserLogLine(FrozenModel):
         id = BigAutoField()
         session = ForeignKeyField(BrowserSession, on_delete="CASCADE", index=False)
         source = CharField()
-        log_name = CharField()
+        log_name = TextField()
         timestamp = UtcDateTimeField()
         message = TextField()
         received_at = UtcDateTimeField(index=True)

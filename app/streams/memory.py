@@ -39,6 +39,7 @@ class MemoryChannels:
             seq = channel.next_seq
             channel.next_seq += 1
             channel.items.append((seq, item))
+            channel.used_at = time.monotonic()
             channel.condition.notify_all()
         return seq
 
@@ -68,6 +69,7 @@ class MemoryChannels:
     def wait(self, subject, after_seq, timeout):
         channel = self._channel(subject)
         with channel.condition:
+            channel.used_at = time.monotonic()
             # Checked under the lock the appender notifies with, so no wake-up is lost.
             return channel.condition.wait_for(lambda: channel.next_seq - 1 > after_seq
                                               or self._channels.get(subject) is not channel, timeout)

@@ -1,4 +1,9 @@
+from contextlib import contextmanager
+
 import pytest
+
+from app import streams
+from app.streams.memory import MemoryChannels
 
 TELEMETRY_ON = {"enabled": True, "browser": {"console": {"enabled": True}, "network": {"enabled": True}}}
 
@@ -27,3 +32,18 @@ def ingest(client):
         assert response.status_code == 201, response.get_json()
         return response.get_json()
     return send
+
+
+@contextmanager
+def another_worker():
+    """Run a block as another gunicorn worker would: with in-memory buffers and channels of its own.
+
+    (Apps made by make_app share the process's stream backends, as requests of one worker do.)
+    """
+    saved = streams._backend, streams._telemetry
+    streams._backend = MemoryChannels(capacity=saved[0].capacity)
+    streams._telemetry = MemoryChannels(capacity=saved[1].capacity)
+    try:
+        yield
+    finally:
+        streams._backend, streams._telemetry = saved

@@ -381,3 +381,41 @@ def test_update_merges_categories_and_enabled_true_starts_afresh(client):
     assert categories_on(restarted) == ["captcha", "connection", "console", "control", "system"]
     everything_off = {name: {"enabled": False} for name in ("console", "control", "connection", "system", "captcha")}
     assert patch({"browser": everything_off})["telemetry"]["enabled"] is False
+
+
+# -- values no database can hold, and non-JSON numbers -----------------------------------------
+
+@pytest.mark.parametrize("path", ["/browsers?offset=100000000000000000000",
+                                  "/browsers/x/telemetry/events?offset=100000000000000000000",
+                                  "/browsers/x/telemetry/events?since=99999999999d"])
+def test_out_of_range_query_values_are_400(client, path):
+    session = client.post("/browsers", json={}).get_json()["session_id"]
+    response = client.get(path.replace("/x/", f"/{session}/"))
+    assert response.status_code == 400 and response.get_json()["code"] == "bad_request"
+
+
+def test_a_ts_beyond_64_bits_is_400(client, ingest):
+    session = client.post("/browsers", json={"telemetry": {"enabled": True}}).get_json()["session_id"]
+    response = client.post(f"/browsers/{session}/telemetry/events",
+                           json={"events": [{"type": "cdp_connect", "source": {"kind": "cdp"}, "ts": 2**63}]})
+    assert response.status_code == 400
+    assert response.get_json()["details"][0]["field"] == "events.0.ts"
+
+
+def test_nan_and_infinity_are_not_json(client):
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        response = client.post("/browsers", data='{"chrome_policy": {"a": %s}}' % constant,
+                               content_type="application/json")
+        assert response.status_code == 400 and response.get_json()["code"] == "bad_request"
+    assert client.get("/browsers").get_json() == []
+
+
+def test_long_log_paths_are_stored_and_overlong_ones_refused(client):
+    session = client.post("/browsers", json={}).get_json()["session_id"]
+    long_path = "/var/log/" + "d" * 1000
+    accepted = client.post(f"/browsers/{session}/logs", json={"source": "path", "path": long_path,
+                                                             "lines": [{"message": "x"}]})
+    assert accepted.status_code == 201
+    refused = client.post(f"/browsers/{session}/logs", json={"source": "path", "path": long_path + "x" * 30,
+                                                            "lines": [{"message": "x"}]})
+    assert refused.status_code == 400

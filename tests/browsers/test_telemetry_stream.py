@@ -5,7 +5,8 @@ import time
 import pytest
 
 from app.core import clock
-from tests.browsers.conftest import TELEMETRY_ON, console
+from app.streams import telemetry_buffers
+from tests.browsers.conftest import TELEMETRY_ON, another_worker, console
 from tests.conftest import client_for
 from tests.invocations.conftest import read_frames
 
@@ -194,17 +195,93 @@ def test_the_stream_closes_when_the_session_times_out(fast_client, new_browser, 
     assert ended["deleted_at"] is not None
 
 
-def test_events_ingested_by_another_worker_reach_the_stream(fast_client, new_browser, ingest, make_app, owner_key):
-    """Another app instance has buffers of its own, like another gunicorn worker process."""
-    other_worker = client_for(make_app(), owner_key.plaintext)
+def test_events_ingested_by_another_worker_reach_the_stream(fast_client, new_browser, ingest):
     session = new_browser(using=fast_client)["session_id"]
     ingest(session, [console("here")], using=fast_client)
     response = stream(fast_client, session)
-    ingest(session, [console("there 1"), console("there 2")], using=other_worker)
+    with another_worker():
+        ingest(session, [console("there 1"), console("there 2")], using=fast_client)
     ingest(session, [console("here again")], using=fast_client)
     frames = read_frames(response, count=3)
     assert seqs(frames) == [2, 3, 4]
     assert [data["event"]["data"]["text"] for _, data in frames] == ["there 1", "there 2", "here again"]
+
+
+def test_a_worker_whose_first_event_is_not_the_first_replays_everything_retained(client, new_browser, ingest):
+    session = new_browser()["session_id"]
+    with another_worker():
+        ingest(session, [console(i) for i in range(3)])
+    ingest(session, [console("here")])  # this worker's buffer begins with seq 4: it fills in 1-3
+    assert seqs(read_frames(stream(client, session, "?replay=all"), count=4)) == [1, 2, 3, 4]
+    assert seqs(read_frames(stream(client, session, **{"Last-Event-ID": "1"}), count=3)) == [2, 3, 4]
+
+
+def test_an_idle_buffer_dropped_by_housekeeping_is_rebuilt_from_the_archive(client, new_browser, ingest):
+    session = new_browser()["session_id"]
+    ingest(session, [console(i) for i in range(3)])
+    assert telemetry_buffers().discard_idle(0) >= 1
+    ingest(session, [console("after")])
+    assert seqs(read_frames(stream(client, session, "?replay=all"), count=4)) == [1, 2, 3, 4]
+
+
+def test_a_worker_that_only_streamed_drops_its_buffer_when_the_session_ends(fast_client, new_browser, ingest):
+    session = new_browser(using=fast_client)["session_id"]
+    ingest(session, [console("a")], using=fast_client)
+    response = stream(fast_client, session, "?replay=all")
+    with another_worker():
+        fast_client.delete(f"/browsers/{session}")  # ended by another worker
+    assert seqs(read_frames(response, timeout=5)) == [1]
+    assert telemetry_buffers().latest_seq(f"telemetry:{session}") == 0
+
+
+def test_last_event_id_0_means_from_now(client, new_browser, ingest):
+    session = new_browser()["session_id"]
+    ingest(session, [console(i) for i in range(3)])
+    response = stream(client, session, **{"Last-Event-ID": "0"})
+    ingest(session, [console("new")])
+    assert seqs(read_frames(response, count=1)) == [4]
+
+
+def test_a_huge_last_event_id_is_harmless(client, new_browser, ingest):
+    session = new_browser()["session_id"]
+    ingest(session, [console("a")])
+    live = stream(client, session, **{"Last-Event-ID": "9" * 30})
+    ingest(session, [console("b")])
+    assert seqs(read_frames(live, count=1)) == [2]
+    client.delete(f"/browsers/{session}")
+    assert read_frames(stream(client, session, **{"Last-Event-ID": "9" * 30})) == []
+
+
+def test_stream_opens_do_not_wait_on_each_other_for_database_connections(make_app, app, owner_key, new_browser):
+    """A stream holds no connection while it asks for its session's state, so with a pool of one
+    connection streams keep opening while another stream polls."""
+    small = client_for(make_app(DB_POOL_SIZE=1, DB_POOL_TIMEOUT_SECONDS=2, STREAM_POLL_SECONDS=0.001),
+                       owner_key.plaintext)
+    polled, opened = new_browser(using=small)["session_id"], new_browser(using=small)["session_id"]
+    errors, stop = [], threading.Event()
+
+    def read_forever():
+        response = small.get(f"/browsers/{polled}/telemetry/stream")
+        try:
+            for _ in response.response:
+                if stop.is_set():
+                    break
+        except Exception as error:  # noqa: BLE001 - the assertion below reports it
+            errors.append(error)
+        finally:
+            response.close()
+
+    reader = threading.Thread(target=read_forever, daemon=True)
+    reader.start()
+    try:
+        for _ in range(50):
+            response = small.get(f"/browsers/{opened}/telemetry/stream")
+            assert response.status_code == 200
+            response.close()
+    finally:
+        stop.set()
+        reader.join(timeout=5)
+    assert errors == []
 
 
 def test_a_stream_on_an_ended_session_replays_from_the_archive_and_closes(client, new_browser, ingest):

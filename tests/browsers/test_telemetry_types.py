@@ -444,7 +444,7 @@ STRICTER_BY_DESIGN = [
     ("ts bool", valid_event(ts=True), {"ts": ["Not a valid integer."]}),
     ("ts integral float", valid_event(ts=5.0), {"ts": ["Not a valid integer."]}),
     ("ts string", valid_event(ts="5"), {"ts": ["Not a valid integer."]}),
-    ("ts negative", valid_event(ts=-1), {"ts": ["Must be greater than or equal to 0."]}),
+    ("ts negative", valid_event(ts=-1), {"ts": ["Must be between 0 and 9223372036854775807."]}),
     ("str where int", valid_event(data={"text": "x", "line": "3"}), {"data": {"line": ["Not a valid integer."]}}),
     ("bool where int", valid_event(data={"text": "x", "line": True}), {"data": {"line": ["Not a valid integer."]}}),
     ("bool where float", {"type": "page_load", "source": {"kind": "cdp"}, "data": {"cdp_timestamp": False}},
