@@ -32,6 +32,8 @@ def create_app(test_config=None):
 
 
 def register_blueprints(api):
+    from app.auth_connections.hosted import blp as hosted_blp
+    from app.auth_connections.views import blp as auth_connections_blp
     from app.browsers.views import blp as browsers_blp
     from app.credentials.views import credentials_blp, providers_blp
     from app.extensions.views import blp as extensions_blp
@@ -41,11 +43,12 @@ def register_blueprints(api):
     from app.projects.views import legacy_blp, projects_blp
 
     for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
-                      profiles_blp, extensions_blp, invocations_blp, browsers_blp):
+                      profiles_blp, extensions_blp, invocations_blp, browsers_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
 
 
 def register_commands(app):
+    from app.auth_connections.cli import auth_cli
     from app.browsers.cli import browsers_cli
     from app.core.cli import blobs_cli, db_cli, secrets_cli
     from app.orgs.cli import orgs_cli
@@ -55,3 +58,4 @@ def register_commands(app):
     app.cli.add_command(blobs_cli)
     app.cli.add_command(orgs_cli)
     app.cli.add_command(browsers_cli)
+    app.cli.add_command(auth_cli)

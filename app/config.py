@@ -90,6 +90,15 @@ class DefaultConfig:
     # Browser log lines: most lines a log stream replays before following.
     BROWSER_LOG_REPLAY_LINES = 1000
 
+    # Managed auth: how long a login flow may take, its HTTP timeout per request to the
+    # site, where the hosted page is reached (None: the host of the request that started
+    # the flow), and how often each worker looks for due health checks (wsgi.py starts
+    # the scheduler; 0: never).
+    AUTH_FLOW_LIFETIME_SECONDS = 300
+    AUTH_FLOW_HTTP_TIMEOUT_SECONDS = 10
+    AUTH_PUBLIC_BASE_URL = None
+    AUTH_HEALTH_CHECK_POLL_SECONDS = 60
+
     # API keys. How long a rotated key keeps working unless the caller says otherwise.
     API_KEY_ROTATION_GRACE_DAYS = 7
 

@@ -13,6 +13,8 @@ from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
 
 PUBLIC_PATHS = {"/openapi.json", "/docs"}
+# Routes that authorise themselves another way: the hosted login page (a flow's handoff code).
+PUBLIC_PREFIXES = ("/auth/hosted/",)
 
 
 def unauthorized(message):
@@ -42,7 +44,7 @@ def init_app(app):
 
 
 def authenticate():
-    if request.path in PUBLIC_PATHS:
+    if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
         return
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()

@@ -1,0 +1,112 @@
+"""Where a connection's login comes from, and where it logs in.
+
+A connection's `credential` names a Lantern credential (`{"name"}`), an item of a
+credential provider (`{"provider", "path": "Vault/Title"}`), or asks a provider to
+find the item for the domain (`{"provider", "auto": true}`). Values are read fresh
+for each flow and never stored on the flow.
+"""
+import json
+from dataclasses import dataclass
+
+from app.auth_connections.models import AuthConnection
+from app.core import clock, crypto
+from app.core.errors import ApiError
+from app.core.text import host_of
+from app.credentials import providers, totp
+from app.credentials.connect import ConnectError
+from app.credentials.models import Credential, CredentialProvider
+from app.projects.models import Project
+
+IDENTIFIER_KEYS = ("username", "email", "identifier", "login", "user")
+
+
+class CredentialError(Exception):
+    pass
+
+
+@dataclass
+class Login:
+    identifier: str | None
+    password: str | None
+    totp_secret: str | None = None
+    totp_settings: tuple = (None, None, None)  # algorithm, digits, period
+
+    def value_for(self, field_type):
+        """What this login answers for a prompt field of that type, or None."""
+        if field_type == "identifier":
+            return self.identifier
+        if field_type == "password":
+            return self.password
+        if field_type in ("code", "totp_code") and self.totp_secret:
+            algorithm, digits, period = self.totp_settings
+            return totp.code_at(self.totp_secret, algorithm or "SHA1", digits or 6, period or 30, clock.now())[0]
+        return None
+
+
+def usable_login(connection):
+    """The connection's login, or None when it has none; CredentialError when it names one that fails."""
+    ref = connection.credential_ref
+    if not ref:
+        return None
+    project = Project.get_by_id(connection.project_id)
+    if ref.get("name"):
+        credential = Credential.get_or_none((Credential.project == project.id) & (Credential.name == ref["name"]))
+        if credential is None:
+            raise CredentialError(f"no credential named {ref['name']!r}")
+        values = credential.values
+        identifier = next((values[k] for k in IDENTIFIER_KEYS if values.get(k)), None)
+        secret = crypto.decrypt(credential.totp_secret_ciphertext) if credential.has_totp_secret else None
+        return Login(identifier, values.get("password"), secret,
+                     (credential.totp_algorithm, credential.totp_digits, credential.totp_period))
+    provider = (CredentialProvider.select()
+                .where((CredentialProvider.org == project.org_id)
+                       & ((CredentialProvider.id == ref["provider"]) | (CredentialProvider.name == ref["provider"])))
+                .first())
+    if provider is None:
+        raise CredentialError(f"no credential provider {ref['provider']!r}")
+    try:
+        items = providers.provider_items(provider)
+        if ref.get("path"):
+            item = next((i for i in items if i["path"] == ref["path"]), None)
+        else:
+            scored = sorted(((providers.match_strength(connection.domain, i), i) for i in items),
+                            key=lambda pair: -pair[0])
+            item = scored[0][1] if scored and scored[0][0] > 0 else None
+        if item is None:
+            raise CredentialError(f"no item {ref.get('path') or 'for ' + connection.domain!r} in the provider")
+        found = providers.fetch_login(provider, item)
+    except ConnectError as error:
+        raise CredentialError(error.message) from None
+    if not found.totp_secret:
+        return Login(found.username, found.password)
+    try:
+        parsed = totp.parse_secret(found.totp_secret)
+    except ApiError:
+        raise CredentialError("the provider item's one-time password is not a TOTP secret") from None
+    return Login(found.username, found.password, parsed["secret"],
+                 (parsed.get("algorithm"), parsed.get("digits"), parsed.get("period")))
+
+
+def remember(connection, typed):
+    """After a person's successful login: keep what they typed as a Lantern credential
+    (save_credentials), so re-auth can log in without them."""
+    if not connection.save_credentials or connection.credential_ref or not typed.get("password"):
+        return
+    values = {"username": typed.get("identifier") or "", "password": typed["password"]}
+    name = f"auth-{connection.id}"
+    credential = Credential.get_or_none((Credential.project == connection.project_id) & (Credential.name == name))
+    if credential is None:
+        Credential.create_from(Project.get_by_id(connection.project_id),
+                               {"name": name, "domain": connection.domain, "values": values})
+    else:
+        credential.apply_update({"values": values})
+    AuthConnection.update(credential=json.dumps({"name": name})).where(AuthConnection.id == connection.id).execute()
+
+
+def allowed_hosts(connection):
+    """The connection's domain and allowed_domains; subdomains are allowed by the driver."""
+    return {host_of(connection.domain), *(host_of(d.removeprefix("*.")) for d in connection.allowed_domain_list)}
+
+
+def login_url(connection):
+    return connection.login_url or f"https://{connection.domain}/"

@@ -1,0 +1,90 @@
+"""Health checks: is the profile still logged in? With auto_reauth and a stored login, a
+connection found logged out starts a REAUTH flow.
+
+A check loads the profile's cookies into the login driver and opens the page the last
+login landed on: a login form there means the site wants a login again. Due checks run
+from `run_due` (a scheduler greenlet in each gunicorn worker, see wsgi.py, or
+`flask auth check`); each due connection is claimed with one conditional UPDATE, so
+two workers never check the same one twice.
+"""
+import logging
+import threading
+from datetime import timedelta
+
+from app.auth_connections import credentials, loginflow
+from app.auth_connections.formdriver import FormLogin, LoginError
+from app.auth_connections.models import AUTHENTICATED, NEEDS_AUTH, REAUTH, AuthConnection, HealthCheck
+from app.core import clock, shutdown
+from app.core.db import db
+from app.profiles.models import Profile
+
+logger = logging.getLogger(__name__)
+
+
+def check(connection, *, timeout, base_url):
+    """Check one connection now; returns the HealthCheck recorded."""
+    previous = connection.status
+    driver = FormLogin(allowed_hosts=credentials.allowed_hosts(connection), timeout=timeout)
+    driver.load_cookies(Profile.get_by_id(connection.profile_id).state()["cookies"])
+    error_code = error_message = None
+    try:
+        page = driver.check(connection.post_login_url or credentials.login_url(connection))
+        status = AUTHENTICATED if page.kind == "success" else NEEDS_AUTH
+    except LoginError as error:
+        # The site could not be asked: the status stays what it was.
+        status, error_code, error_message = previous, error.code, str(error)
+    now = clock.now()
+    result = HealthCheck.create(connection=connection.id, status=status, previous_status=previous, checked_at=now,
+                                error_code=error_code, error_message=error_message)
+    next_check = now + timedelta(seconds=connection.health_check_interval) if connection.health_checks else None
+    (AuthConnection.update(status=status, last_auth_check_at=now, next_check_at=next_check)
+     .where(AuthConnection.id == connection.id).execute())
+    connection.status = status
+    if status == NEEDS_AUTH and previous == AUTHENTICATED and connection.auto_reauth and connection.credential_ref:
+        loginflow.start(connection, REAUTH, base_url=base_url)
+    return result
+
+
+def run_due(*, timeout, base_url, limit=20):
+    """Check the connections whose check is due; returns how many were checked."""
+    now = clock.now()
+    due = list(AuthConnection.select().where(AuthConnection.health_checks & AuthConnection.next_check_at.is_null(False)
+                                             & (AuthConnection.next_check_at <= now)).limit(limit))
+    checked = 0
+    for connection in due:
+        claimed = (AuthConnection.update(next_check_at=now + timedelta(seconds=connection.health_check_interval))
+                   .where((AuthConnection.id == connection.id)
+                          & (AuthConnection.next_check_at == connection.next_check_at)).execute())
+        if claimed:
+            try:
+                check(connection, timeout=timeout, base_url=base_url)
+                checked += 1
+            except Exception:  # noqa: BLE001 - one broken connection must not stop the others
+                logger.exception("health check of auth connection %s failed", connection.id)
+    return checked
+
+
+def start_scheduler(app):
+    """Look for due health checks every AUTH_HEALTH_CHECK_POLL_SECONDS in this process (a daemon
+    thread: a greenlet under gunicorn's gevent worker); stops with the worker."""
+    interval = app.config["AUTH_HEALTH_CHECK_POLL_SECONDS"]
+    if not interval:
+        return None
+
+    def loop():
+        while not shutdown.stopping.wait(interval):
+            with app.app_context():
+                try:
+                    with db.connection_context():
+                        run_due(timeout=app.config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], base_url=base_url(app))
+                except Exception:  # noqa: BLE001 - the scheduler must outlive one bad round
+                    logger.exception("health check round failed")
+
+    thread = threading.Thread(target=loop, name="auth-health-checks", daemon=True)
+    thread.start()
+    return thread
+
+
+def base_url(app):
+    """The hosted page's base URL outside a request: configuration, else where `make run` serves."""
+    return app.config["AUTH_PUBLIC_BASE_URL"] or "http://127.0.0.1:8000/"

@@ -1,0 +1,443 @@
+"""Login flows: start, submit, cancel, expire, and the runner that drives a login driver.
+
+A flow is IN_PROGRESS while its runner works: DISCOVERING (reading the login page),
+AWAITING_INPUT (a prompt for a person: fields and choices, with an interaction_id),
+SUBMITTING (an answer is on its way to the site), AWAITING_EXTERNAL_ACTION (the
+person must act elsewhere, e.g. at an identity provider), and ends SUCCESS
+(COMPLETED: cookies saved to the profile), FAILED, EXPIRED or CANCELED.
+
+The runner is a thread (a greenlet under gunicorn's gevent worker) started by the
+request that starts the flow; it never runs inside a request. Answers arrive through
+the database (LoginFlow.submission, encrypted), so a submit served by any worker
+reaches it; the flow's channel wakes it at once in the same worker, otherwise within
+STREAM_POLL_SECONDS. Every state change is recorded as an AuthEvent (what the
+events stream replays) and announced on the connection's channel.
+"""
+import json
+import logging
+import secrets
+import threading
+from datetime import timedelta
+
+from flask import current_app
+
+from app.auth_connections import credentials as login_credentials
+from app.auth_connections.formdriver import FormLogin, LoginError
+from app.auth_connections.models import (
+    AUTHENTICATED,
+    AWAITING_EXTERNAL_ACTION,
+    AWAITING_INPUT,
+    CANCELED,
+    COMPLETED,
+    DISCOVERING,
+    EXPIRED,
+    FAILED,
+    IN_PROGRESS,
+    LOGIN,
+    PROMPT_KEYS,
+    SUBMITTING,
+    SUCCESS,
+    AuthConnection,
+    AuthEvent,
+    LoginFlow,
+)
+from app.core import clock, crypto
+from app.core.db import db, exclusive
+from app.core.errors import NO_RETRY, ApiError, bad_request
+from app.core.ids import new_id
+from app.profiles.models import save_profile_state
+from app.streams import channels
+
+logger = logging.getLogger(__name__)
+# Legacy discovered_fields types by canonical field type (the SDK's DiscoveredField enum).
+LEGACY_FIELD_TYPES = {"password": "password", "code": "code", "totp_code": "totp", "text": "text"}
+LEGACY_MFA_TYPES = {"sms", "call", "email", "totp", "push", "password", "switch"}
+
+
+# -- state ------------------------------------------------------------------------------------
+
+def state_event(flow):
+    """The managed_auth_state frame of a flow as it stands (contract 6.7)."""
+    event = {"event": "managed_auth_state", "timestamp": clock.isoformat(flow.updated_at),
+             "flow_status": flow.status, "flow_step": flow.step, "flow_type": flow.flow_type,
+             "hosted_url": flow.hosted_url}
+    if not flow.is_terminal:
+        event.update(flow.prompt_lists)
+        if flow.interaction_id:
+            event["interaction_id"] = flow.interaction_id
+    for key in ("website_error", "error_code", "error_message", "external_action_message", "post_login_url"):
+        if getattr(flow, key):
+            event[key] = getattr(flow, key)
+    return event
+
+
+def record(flow, **changes):
+    """Apply `changes` to the flow, store it with its state event; call inside a transaction."""
+    for key, value in changes.items():
+        setattr(flow, key, value)
+    flow.updated_at = clock.now()
+    if flow.is_terminal and flow.completed_at is None:
+        flow.completed_at = flow.updated_at
+    flow.save()
+    AuthEvent.create(connection=flow.connection_id, flow=flow.id, timestamp=flow.updated_at,
+                     snapshot=json.dumps(state_event(flow)))
+
+
+def announce(connection_id):
+    channels().append(f"auth:{connection_id}", "state")
+
+
+# -- what requests do -------------------------------------------------------------------------
+
+def running_flow(connection):
+    """The connection's flow in progress (expired first if its time ran out), or None."""
+    flow = (LoginFlow.select().where((LoginFlow.connection == connection.id) & (LoginFlow.status == IN_PROGRESS))
+            .order_by(LoginFlow.started_at.desc()).first())
+    if flow is not None and flow.is_overdue:
+        expire(flow)
+        return None
+    return flow
+
+
+def start(connection, flow_type=LOGIN, *, base_url):
+    """Start a flow (or return the one in progress: one per connection) and launch its runner."""
+    with exclusive(connection):
+        flow = running_flow(connection)
+        if flow is not None:
+            return flow
+        now = clock.now()
+        code = secrets.token_urlsafe(24)
+        flow = LoginFlow(id=new_id(), connection=connection.id, flow_type=flow_type, status=IN_PROGRESS,
+                         step=DISCOVERING, handoff_code=crypto.encrypt(code), started_at=now,
+                         expires_at=now + timedelta(seconds=current_app.config["AUTH_FLOW_LIFETIME_SECONDS"]))
+        flow.hosted_url = f"{base_url.rstrip('/')}/auth/hosted/{flow.id}?code={code}"
+        flow.save(force_insert=True)
+        record(flow)
+    announce(connection.id)
+    launch(flow)
+    return flow
+
+
+def launch(flow):
+    """Run the flow's runner in the background, with this app."""
+    app = current_app._get_current_object()
+    runner = Runner(app, flow.id, flow.connection_id)
+    threading.Thread(target=runner.run, name=f"login-flow-{flow.id}", daemon=True).start()
+
+
+def expire(flow):
+    with exclusive(flow):
+        current = LoginFlow.get_by_id(flow.id)
+        if current.is_terminal:
+            return current
+        record(current, status=EXPIRED, error_code="flow_expired",
+               error_message="The login flow ran out of time.", submission=None)
+    announce(current.connection_id)
+    return current
+
+
+def cancel(connection):
+    """End the connection's running flow as CANCELED (the runner stops at its next look)."""
+    flow = running_flow(connection)
+    if flow is None:
+        return
+    with exclusive(flow):
+        current = LoginFlow.get_by_id(flow.id)
+        if not current.is_terminal:
+            record(current, status=CANCELED, error_code="flow_canceled",
+                   error_message="The login flow was canceled.", submission=None)
+    announce(connection.id)
+
+
+def submit(connection, body):
+    """Check an answer against the current prompt and hand it to the runner; 4xx when it cannot apply."""
+    flow = running_flow(connection)
+    if flow is None:
+        raise ApiError(409, "no_flow_in_progress", "No login flow is in progress; start one with /login.",
+                       headers=NO_RETRY)
+    answer = answer_for(flow, body)
+    with exclusive(flow):
+        current = LoginFlow.get_by_id(flow.id)
+        if current.step not in (AWAITING_INPUT, AWAITING_EXTERNAL_ACTION) or current.is_terminal:
+            raise ApiError(409, "flow_not_awaiting_input",
+                           f"The login flow is {current.status} / {current.step}, not waiting for input.",
+                           headers=NO_RETRY)
+        if current.interaction_id != flow.interaction_id:
+            raise stale_interaction(current)
+        record(current, step=SUBMITTING, submission=crypto.encrypt(json.dumps(answer)), website_error=None)
+    announce(connection.id)
+
+
+def stale_interaction(flow):
+    return ApiError(409, "stale_interaction", f"interaction_id does not match the current prompt "
+                    f"({flow.interaction_id}); read the connection again.", headers=NO_RETRY)
+
+
+def answer_for(flow, body):
+    """The runner's answer for a submit body: {"values": {field id: value}} or {"choice": choice id}."""
+    prompt = flow.prompt_lists
+    canonical = {k for k in ("interaction_id", "field_values", "selected_choice_id") if k in body}
+    legacy = {k for k in ("fields", "mfa_option_id", "sign_in_option_id", "sso_button_selector", "sso_provider")
+              if k in body}
+    if canonical and legacy:
+        raise bad_request("Use either the canonical members (interaction_id with field_values or "
+                          "selected_choice_id) or the legacy ones, not both.")
+    if not canonical and not legacy:
+        raise bad_request("Give field_values or selected_choice_id (with interaction_id).")
+    fields = {f["id"]: f for f in prompt.get("fields", [])}
+    choices = {c["id"]: c for c in prompt.get("choices", [])}
+    if canonical:
+        if not body.get("interaction_id"):
+            raise bad_request("interaction_id is required with field_values or selected_choice_id.",
+                              field="interaction_id")
+        if body["interaction_id"] != flow.interaction_id:
+            raise stale_interaction(flow)
+        if ("field_values" in body) == ("selected_choice_id" in body):
+            raise bad_request("Give field_values or selected_choice_id, not both.", field="field_values")
+        if "selected_choice_id" in body:
+            return {"choice": known(body["selected_choice_id"], choices, "selected_choice_id")}
+        return {"values": field_values(body["field_values"], fields)}
+    if "fields" in body:
+        by_name = {f["ref"]: f["id"] for f in prompt.get("fields", [])}
+        return {"values": field_values({by_name.get(name, name): value for name, value in body["fields"].items()},
+                                       fields, member="fields")}
+    if "mfa_option_id" in body:
+        matches = [c["id"] for c in choices.values() if c.get("mfa_type") == body["mfa_option_id"]
+                   and c["type"] == "mfa_method"]
+        return {"choice": known(matches[0] if matches else body["mfa_option_id"], choices, "mfa_option_id")}
+    if "sign_in_option_id" in body:
+        return {"choice": known(body["sign_in_option_id"], choices, "sign_in_option_id")}
+    if body.get("sso_button_selector") and body.get("sso_provider"):
+        raise bad_request("Give sso_button_selector or sso_provider, not both.", field="sso_provider")
+    member = "sso_button_selector" if "sso_button_selector" in body else "sso_provider"
+    wanted = body[member]
+    matches = [c["id"] for c in choices.values() if c["type"] == "sso_provider"
+               and wanted in (c.get("observed_selector"), sso_provider(c["id"]))]
+    return {"choice": known(matches[0] if matches else wanted, choices, member)}
+
+
+def known(choice_id, choices, member):
+    if choice_id not in choices:
+        raise bad_request(f"{choice_id!r} is not one of the current choices.", field=member)
+    return choice_id
+
+
+def field_values(values, fields, member="field_values"):
+    if not fields:
+        raise bad_request("The current prompt has no fields; pick one of its choices.", field=member)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise bad_request(f"Unknown field(s) {', '.join(unknown)}; the prompt asks for {', '.join(fields)}.",
+                          field=member)
+    missing = sorted(fid for fid, f in fields.items() if f.get("required") and not values.get(fid))
+    if missing:
+        raise bad_request(f"Missing value(s) for {', '.join(missing)}.", field=member)
+    if not all(isinstance(v, str) for v in values.values()):
+        raise bad_request("Field values are strings.", field=member)
+    return values
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+def prompt_of(page):
+    """The canonical and legacy prompt lists for a driver page (contract 6.7 nested models)."""
+    reason = "rejected" if page.website_error else "missing"
+    fields = [{"id": f.id, "ref": f.name, "type": f.type, "label": f.label, "required": f.required,
+               "reason": reason, "observed_selector": f.selector,
+               **({"input_mode": "numeric"} if f.type in ("code", "totp_code") else {})} for f in page.fields]
+    legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector, "required": f.required,
+                      "type": "email" if f.html_type == "email" else LEGACY_FIELD_TYPES.get(f.type, "text"),
+                      **({"placeholder": f.placeholder} if f.placeholder else {})} for f in page.fields]
+    choices = [{"id": c.id, "type": c.type, "label": c.label, "observed_selector": c.selector,
+                **({"mfa_type": c.mfa_type} if c.mfa_type else {}),
+                **({"description": c.description} if c.description else {})}
+               for c in list(page.choices) + list(page.sso)]
+    mfa_options = [{"type": c.mfa_type, "label": c.label, **({"description": c.description} if c.description else {})}
+                   for c in page.choices if c.type == "mfa_method" and c.mfa_type in LEGACY_MFA_TYPES]
+    sign_in = [{"id": c.id, "label": c.label} for c in page.choices if c.type == "sign_in_method"]
+    sso = [{"selector": c.selector or c.id, "provider": sso_provider(c.id), "label": c.label} for c in page.sso]
+    return dict(zip(PROMPT_KEYS, (fields, choices, legacy_fields, mfa_options, sign_in, sso), strict=True))
+
+
+def sso_provider(choice_id):
+    """The provider an SSO choice id names (the driver's ids are "sso:<provider>")."""
+    return choice_id.split(":", 1)[-1]
+
+
+# -- the runner -------------------------------------------------------------------------------
+
+class FlowGone(Exception):
+    """The flow's row is gone (its connection was deleted)."""
+
+
+class Runner:
+    """Drives one flow from its first page to a terminal state (in a thread of its own)."""
+
+    def __init__(self, app, flow_id, connection_id):
+        self.app = app
+        self.flow_id = flow_id
+        self.connection_id = connection_id
+        self.tried_automatically = set()
+        self.typed = {}
+
+    def run(self):
+        with self.app.app_context():
+            try:
+                self._run()
+            except FlowGone:
+                pass  # its connection was deleted: nothing left to update
+            except Exception:  # noqa: BLE001 - a runner must end its flow whatever happens
+                logger.exception("login flow %s failed unexpectedly", self.flow_id)
+                try:
+                    self.finish(FAILED, error_code="internal_error",
+                                error_message="The login flow failed unexpectedly.")
+                except FlowGone:
+                    pass
+            finally:
+                if not db.is_closed():
+                    db.close()
+
+    def _run(self):
+        with db.connection_context():
+            connection = AuthConnection.get_or_none(AuthConnection.id == self.connection_id)
+            if connection is None:
+                raise FlowGone()
+            try:
+                self.login = login_credentials.usable_login(connection)
+            except login_credentials.CredentialError as error:
+                self.login = None
+                logger.info("flow %s goes on without a stored credential: %s", self.flow_id, error)
+        self.connection = connection
+        config = self.app.config
+        self.driver = FormLogin(allowed_hosts=login_credentials.allowed_hosts(connection),
+                                timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"])
+        try:
+            page = self.driver.open(login_credentials.login_url(connection))
+            while page is not None:
+                page = self.step(page)
+        except LoginError as error:
+            self.finish(FAILED, error_code=error.code, error_message=str(error))
+
+    def step(self, page):
+        """Act on one page; the next page, or None once the flow is over."""
+        if page.kind == "success":
+            self.succeed(page)
+            return None
+        if page.kind == "error":
+            self.finish(FAILED, error_code="login_page_unusable", error_message=page.message or "No login form found.")
+            return None
+        automatic = None if page.kind == "external" else self.automatic_answer(page)
+        if automatic is not None:
+            self.update(step=SUBMITTING, prompt=json.dumps({}), interaction_id=None, website_error=None)
+            return self.apply(page, automatic)
+        prompt = prompt_of(page)
+        step = AWAITING_EXTERNAL_ACTION if page.kind == "external" else AWAITING_INPUT
+        if not self.update(step=step, prompt=json.dumps(prompt), interaction_id=new_id(),
+                           website_error=page.website_error,
+                           external_action_message=page.message if page.kind == "external" else None):
+            return None
+        answer = self.wait_for_answer()
+        if answer is None:
+            return None
+        return self.apply(page, answer, by_person=True)
+
+    def automatic_answer(self, page):
+        """What the stored credential answers on this page (once per kind of page), or None."""
+        login = self.login
+        if login is None or page.website_error and page.kind == "form" and "form" in self.tried_automatically:
+            return None
+        if page.kind == "choice":
+            totp = [c for c in page.choices if c.mfa_type == "totp"]
+            if login.totp_secret and totp and "choice" not in self.tried_automatically:
+                self.tried_automatically.add("choice")
+                return {"choice": totp[0].id}
+            return None
+        values = {}
+        for field in page.fields:
+            value = login.value_for(field.type)
+            if value is None:
+                return None
+            values[field.id] = value
+        key = "code" if any(f.type in ("code", "totp_code") for f in page.fields) else "form"
+        if key in self.tried_automatically and page.website_error:
+            return None
+        self.tried_automatically.add(key)
+        return {"values": values}
+
+    def apply(self, page, answer, by_person=False):
+        if "choice" in answer:
+            return self.driver.choose(answer["choice"])
+        if by_person:
+            # What a person typed for the identifier and password, to store if the login succeeds.
+            for field in page.fields:
+                if field.type in ("identifier", "password") and field.id in answer["values"]:
+                    self.typed[field.type] = answer["values"][field.id]
+        return self.driver.submit(answer["values"])
+
+    def wait_for_answer(self):
+        """The person's answer once submitted; None when the flow ended meanwhile (expired, canceled)."""
+        subject = f"auth:{self.connection_id}"
+        poll = self.app.config["STREAM_POLL_SECONDS"]
+        while True:
+            seen = channels().latest_seq(subject)
+            with db.connection_context():
+                flow = self.flow()
+                if flow.is_terminal:
+                    return None
+                if flow.is_overdue:
+                    expire(flow)
+                    return None
+                answer = flow.pending_submission()
+                if answer is not None:
+                    LoginFlow.update(submission=None).where(LoginFlow.id == flow.id).execute()
+                    return answer
+            channels().wait(subject, seen, timeout=poll)
+
+    def update(self, **changes):
+        """Record a state change unless the flow ended meanwhile; True if recorded."""
+        with db.connection_context():
+            with exclusive(LoginFlow(id=self.flow_id)):
+                flow = self.flow()
+                if flow.is_terminal:
+                    return False
+                if flow.is_overdue:
+                    record(flow, status=EXPIRED, error_code="flow_expired",
+                           error_message="The login flow ran out of time.", submission=None)
+                    recorded = False
+                else:
+                    record(flow, **changes)
+                    recorded = True
+            announce(self.connection_id)
+        return recorded
+
+    def finish(self, status, **changes):
+        changes.update(status=status, submission=None)
+        if status != SUCCESS:
+            changes.setdefault("step", self._current_step())
+        return self.update(**changes)
+
+    def _current_step(self):
+        with db.connection_context():
+            return self.flow().step
+
+    def flow(self):
+        flow = LoginFlow.get_or_none(LoginFlow.id == self.flow_id)
+        if flow is None:
+            raise FlowGone()
+        return flow
+
+    def succeed(self, page):
+        """Save the site's cookies to the profile and mark the connection authenticated."""
+        connection = self.connection
+        with db.connection_context():
+            save_profile_state(connection.profile_id, {"cookies": self.driver.cookies(), "origins": []})
+            login_credentials.remember(connection, self.typed)
+            now = clock.now()
+            interval = connection.health_check_interval
+            AuthConnection.update(
+                status=AUTHENTICATED, post_login_url=page.url, last_auth_at=now, last_auth_check_at=now,
+                next_check_at=now + timedelta(seconds=interval) if connection.health_checks else None,
+                updated_at=now,
+            ).where(AuthConnection.id == connection.id).execute()
+        self.finish(SUCCESS, step=COMPLETED, post_login_url=page.url, prompt=json.dumps({}), interaction_id=None,
+                    website_error=None)

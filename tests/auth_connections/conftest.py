@@ -1,0 +1,47 @@
+import time
+
+import pytest
+
+from tests.login_site import LoginSite
+
+
+@pytest.fixture
+def site():
+    """The test website (tests/login_site.py) on 127.0.0.1."""
+    server = LoginSite().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def new_connection(client, site):
+    """new_connection(**body) -> the created connection record for the test site (login_url set)."""
+    def create(using=None, **body):
+        body = {"domain": "127.0.0.1", "profile_name": "shopper", "login_url": f"{site.url}/login", **body}
+        response = (using or client).post("/auth/connections", json=body)
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()
+    return create
+
+
+@pytest.fixture
+def wait_for(client):
+    """wait_for(connection_id, predicate) -> the connection record once predicate(record) holds (10 s)."""
+    def wait(connection_id, predicate, timeout=10.0, using=None):
+        deadline = time.monotonic() + timeout
+        while True:
+            record = (using or client).get(f"/auth/connections/{connection_id}").get_json()
+            if predicate(record):
+                return record
+            if time.monotonic() > deadline:
+                raise AssertionError(f"connection never reached the expected state; last: {record}")
+            time.sleep(0.02)
+    return wait
+
+
+def awaiting_input(record):
+    return record.get("flow_step") == "AWAITING_INPUT" or record.get("flow_status") not in (None, "IN_PROGRESS")
+
+
+def finished(record):
+    return record.get("flow_status") not in (None, "IN_PROGRESS")

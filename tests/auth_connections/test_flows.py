@@ -1,0 +1,274 @@
+"""Login flows against the test website: manual, automatic, provider-backed, rejected input,
+expiry, cancel, submit validation, the events stream, health checks and re-auth."""
+import json
+
+import pyotp
+import pytest
+
+from app.auth_connections import health
+from app.auth_connections.models import AuthConnection
+from app.core import clock
+from app.core.db import db
+from tests.auth_connections.conftest import finished
+from tests.invocations.conftest import read_frames
+
+
+def start(client, connection_id):
+    response = client.post(f"/auth/connections/{connection_id}/login", json={})
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def prompt_after(interaction_id=None):
+    """A predicate: the flow awaits input with a prompt other than `interaction_id` (or has ended)."""
+    def ready(record):
+        return finished(record) or (record.get("flow_step") == "AWAITING_INPUT"
+                                    and record.get("interaction_id") not in (None, interaction_id))
+    return ready
+
+
+def field_ids(record):
+    return {field["type"]: field["id"] for field in record["fields"]}
+
+
+def submit(client, connection_id, body):
+    return client.post(f"/auth/connections/{connection_id}/submit", json=body)
+
+
+def test_a_person_logs_in_with_mfa_and_the_cookies_land_in_the_profile(client, site, new_connection, wait_for):
+    connection = new_connection()
+    login = start(client, connection["id"])
+    assert login["id"] == connection["id"] and login["flow_type"] == "LOGIN"
+    assert login["hosted_url"].startswith("http://localhost/auth/hosted/")
+    assert login["handoff_code"] in login["hosted_url"]
+    record = wait_for(connection["id"], prompt_after())
+    assert record["flow_status"] == "IN_PROGRESS" and record["flow_step"] == "AWAITING_INPUT"
+    ids = field_ids(record)
+    assert set(ids) == {"identifier", "password"}
+    assert {f["name"] for f in record["discovered_fields"]} == {"username", "password"}
+    assert [b["provider"] for b in record["pending_sso_buttons"]] == ["google"]
+    assert any(c["type"] == "sso_provider" for c in record["choices"])
+
+    accepted = submit(client, connection["id"], {"interaction_id": record["interaction_id"], "field_values": {
+        ids["identifier"]: "alice", ids["password"]: "alice-password"}})
+    assert accepted.status_code == 200 and accepted.get_json() == {"accepted": True}
+    mfa = wait_for(connection["id"], prompt_after(record["interaction_id"]))
+    code_field = mfa["fields"][0]
+    assert code_field["type"] == "totp_code"
+    submit(client, connection["id"], {"interaction_id": mfa["interaction_id"],
+                                      "field_values": {code_field["id"]: pyotp.TOTP(site.totp_secret).now()}})
+    done = wait_for(connection["id"], finished)
+    assert done["flow_status"] == "SUCCESS" and done["flow_step"] == "COMPLETED"
+    assert done["status"] == "AUTHENTICATED" and done["post_login_url"].endswith("/account")
+    state = client.get(f"/profiles/{connection['profile_name']}/download").get_json()
+    cookies = {c["name"]: c for c in state["cookies"]}
+    assert cookies["sid"]["value"] in site.sessions and cookies["sid"]["domain"] == "127.0.0.1"
+    # save_credentials (default true): what the person typed is kept for re-auth, as a credential.
+    assert done["credential"] == {"name": f"auth-{connection['id']}"} and done["can_reauth"] is True
+
+
+def test_a_stored_credential_with_a_totp_secret_logs_in_by_itself(client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "alice", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"username": "alice", "password": "alice-password"}})
+    connection = new_connection(credential={"name": "alice"})
+    start(client, connection["id"])
+    done = wait_for(connection["id"], finished)
+    assert done["flow_status"] == "SUCCESS", done
+    assert done["status"] == "AUTHENTICATED"
+
+
+def test_a_provider_item_logs_in_by_path_and_by_domain(client, site, new_connection, wait_for, connect):
+    vault = connect.add_vault("Team")
+    connect.add_login(vault, "Example", [site.url], username="carol", password="carol-password")
+    provider = client.post("/org/credential_providers", json={
+        "name": "op", "provider_type": "onepassword", "token": connect.token, "url": connect.url}).get_json()
+    by_path = new_connection(credential={"provider": "op", "path": "Team/Example"})
+    start(client, by_path["id"])
+    assert wait_for(by_path["id"], finished)["flow_status"] == "SUCCESS"
+    by_domain = new_connection(profile_name="other", credential={"provider": provider["id"], "auto": True})
+    start(client, by_domain["id"])
+    assert wait_for(by_domain["id"], finished)["flow_status"] == "SUCCESS"
+
+
+def test_a_wrong_password_is_shown_then_the_right_one_works(client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    first = wait_for(connection["id"], prompt_after())
+    ids = field_ids(first)
+    submit(client, connection["id"], {"interaction_id": first["interaction_id"],
+                                      "field_values": {ids["identifier"]: "carol", ids["password"]: "nope"}})
+    rejected = wait_for(connection["id"], prompt_after(first["interaction_id"]))
+    assert rejected["website_error"] == "Incorrect username or password."
+    assert {f["reason"] for f in rejected["fields"]} == {"rejected"}
+    ids = field_ids(rejected)
+    submit(client, connection["id"], {"interaction_id": rejected["interaction_id"],
+                                      "field_values": {ids["identifier"]: "carol", ids["password"]: "carol-password"}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+
+
+def test_a_method_choice_then_the_texted_code(client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    first = wait_for(connection["id"], prompt_after())
+    ids = field_ids(first)
+    submit(client, connection["id"], {"fields": {"username": "bob", "password": "bob-password"}})  # legacy member
+    choice = wait_for(connection["id"], prompt_after(first["interaction_id"]))
+    assert {c["mfa_type"] for c in choice["choices"] if c["type"] == "mfa_method"} == {"sms", "totp"}
+    assert {o["type"] for o in choice["mfa_options"]} == {"sms", "totp"}
+    assert ids  # the first prompt had fields; this one has choices only
+    submit(client, connection["id"], {"mfa_option_id": "sms"})  # legacy member
+    code = wait_for(connection["id"], prompt_after(choice["interaction_id"]))
+    assert code["fields"][0]["type"] == "code"
+    submit(client, connection["id"], {"interaction_id": code["interaction_id"],
+                                      "field_values": {code["fields"][0]["id"]: site.sms_codes[-1]}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+
+
+def test_sso_waits_for_an_external_action(client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    first = wait_for(connection["id"], prompt_after())
+    submit(client, connection["id"], {"sso_provider": "google"})
+    external = wait_for(connection["id"], lambda r: r.get("flow_step") == "AWAITING_EXTERNAL_ACTION")
+    assert "identity provider" in external["external_action_message"]
+    assert first["interaction_id"] != external["interaction_id"]
+
+
+def test_submit_is_checked_against_the_current_prompt(client, site, new_connection, wait_for):
+    connection = new_connection()
+    none_yet = submit(client, connection["id"], {"interaction_id": "x", "field_values": {"a": "b"}})
+    assert none_yet.status_code == 409 and none_yet.get_json()["code"] == "no_flow_in_progress"
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    ids = field_ids(record)
+    cases = [
+        ({"interaction_id": "stale", "field_values": {ids["identifier"]: "a", ids["password"]: "b"}}, 409,
+         "stale_interaction"),
+        ({"interaction_id": record["interaction_id"], "field_values": {"nope": "x"}}, 400, "bad_request"),
+        ({"field_values": {ids["identifier"]: "a"}}, 400, "bad_request"),  # canonical without interaction_id
+        ({"interaction_id": record["interaction_id"], "selected_choice_id": "nope"}, 400, "bad_request"),
+        ({"interaction_id": record["interaction_id"], "fields": {"username": "a"}}, 400, "bad_request"),  # mixed
+        ({"sso_provider": "google", "sso_button_selector": "a.sso"}, 400, "bad_request"),
+        ({}, 400, "bad_request"),
+    ]
+    for body, status, code in cases:
+        response = submit(client, connection["id"], body)
+        assert (response.status_code, response.get_json()["code"]) == (status, code), body
+    # Nothing reached the runner: the prompt is unchanged.
+    again = client.get(f"/auth/connections/{connection['id']}").get_json()
+    assert again["interaction_id"] == record["interaction_id"] and again["flow_step"] == "AWAITING_INPUT"
+
+
+def test_a_flow_expires(make_app, app, owner_key, site, new_connection, wait_for):
+    from tests.conftest import client_for
+
+    quick = client_for(make_app(AUTH_FLOW_LIFETIME_SECONDS=1, STREAM_POLL_SECONDS=0.05), owner_key.plaintext)
+    connection = new_connection(using=quick)
+    start(quick, connection["id"])
+    done = wait_for(connection["id"], finished, using=quick)
+    assert done["flow_status"] == "EXPIRED" and done["error_code"] == "flow_expired"
+    assert "hosted_url" not in done
+
+
+def test_deleting_the_connection_cancels_the_flow_and_ends_the_stream(client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    wait_for(connection["id"], prompt_after())
+    response = client.get(f"/auth/connections/{connection['id']}/events")
+    assert client.delete(f"/auth/connections/{connection['id']}").status_code == 204
+    frames = read_frames(response, timeout=10)
+    assert frames[0][1]["flow_step"] == "AWAITING_INPUT"
+    assert frames[-1][1]["flow_status"] == "CANCELED"
+    assert client.get(f"/auth/connections/{connection['id']}").status_code == 404
+
+
+def test_the_events_stream_sends_every_state_in_order_and_closes_after_the_last(
+        client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    response = client.get(f"/auth/connections/{connection['id']}/events")
+    ids = field_ids(record)
+    submit(client, connection["id"], {"interaction_id": record["interaction_id"], "field_values": {
+        ids["identifier"]: "carol", ids["password"]: "carol-password"}})
+    frames = read_frames(response, timeout=10)
+    states = [(data["flow_status"], data["flow_step"]) for _, data in frames]
+    assert states[0] == ("IN_PROGRESS", "AWAITING_INPUT")
+    assert ("IN_PROGRESS", "SUBMITTING") in states
+    assert states[-1] == ("SUCCESS", "COMPLETED")
+    event_ids = [event_id for event_id, _ in frames]
+    assert event_ids == sorted(event_ids)
+    assert all(data["event"] == "managed_auth_state" for _, data in frames)
+    # A finished flow: one frame, its final state, then the stream closes.
+    assert [d["flow_status"] for _, d in read_frames(client.get(f"/auth/connections/{connection['id']}/events"))] \
+        == ["SUCCESS"]
+
+
+def test_unknown_connection_is_404(client):
+    for response in (client.get("/auth/connections/nope"), client.get("/auth/connections/nope/events"),
+                     client.post("/auth/connections/nope/login", json={}),
+                     client.post("/auth/connections/nope/submit", json={"sso_provider": "x"})):
+        assert response.status_code == 404 and response.get_json()["code"] == "auth_connection_not_found"
+
+
+def test_a_health_check_finds_the_session_gone_and_reauth_logs_in_again(app, client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    assert wait_for(connection["id"], finished)["status"] == "AUTHENTICATED"
+
+    def check():
+        with app.test_request_context(), db.connection_context():
+            row = AuthConnection.get_by_id(connection["id"])
+            return health.check(row, timeout=5, base_url="http://localhost/")
+
+    assert check().status == "AUTHENTICATED"
+    site.expire_sessions()
+    result = check()
+    assert (result.previous_status, result.status) == ("AUTHENTICATED", "NEEDS_AUTH")
+    reauth = wait_for(connection["id"], lambda r: r.get("flow_type") == "REAUTH" and finished(r))
+    assert reauth["flow_status"] == "SUCCESS" and reauth["status"] == "AUTHENTICATED"
+    timeline = client.get(f"/auth/connections/{connection['id']}/timeline").get_json()
+    assert [(e["type"], e["status"]) for e in timeline] == [
+        ("reauth", "SUCCESS"), ("health_check", "NEEDS_AUTH"), ("health_check", "AUTHENTICATED"),
+        ("login", "SUCCESS")]
+    only_checks = client.get(f"/auth/connections/{connection['id']}/timeline", query_string={"type": "health_check"})
+    assert [e["previous_status"] for e in only_checks.get_json()] == ["AUTHENTICATED", "AUTHENTICATED"]
+
+
+def test_due_health_checks_run_once_per_interval(app, client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"}, health_check_interval=300)
+    start(client, connection["id"])
+    wait_for(connection["id"], finished)
+    with app.test_request_context(), db.connection_context():
+        assert health.run_due(timeout=5, base_url="http://localhost/") == 0
+        clock.freeze(clock.now())
+        clock.advance(seconds=301)
+        assert health.run_due(timeout=5, base_url="http://localhost/") == 1
+        assert health.run_due(timeout=5, base_url="http://localhost/") == 0
+
+
+@pytest.mark.parametrize("body", [{"credential": {"name": "missing"}}, {"credential": {"provider": "missing",
+                                                                                         "auto": True}}])
+def test_a_missing_credential_is_404(client, body):
+    response = client.post("/auth/connections", json={"domain": "a.test", "profile_name": "p", **body})
+    assert response.status_code == 404
+
+
+def test_flow_state_is_never_json_with_secrets(client, site, new_connection, wait_for):
+    connection = new_connection()
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    ids = field_ids(record)
+    submit(client, connection["id"], {"interaction_id": record["interaction_id"], "field_values": {
+        ids["identifier"]: "carol", ids["password"]: "carol-password"}})
+    wait_for(connection["id"], finished)
+    with db.connection_context():
+        dumped = json.dumps([list(row) for row in db.execute_sql("SELECT * FROM login_flow").fetchall()],
+                            default=str)
+        dumped += json.dumps([list(row) for row in db.execute_sql("SELECT * FROM auth_event").fetchall()],
+                             default=str)
+    assert "carol-password" not in dumped

@@ -1,0 +1,214 @@
+"""A small website with a login form, MFA steps and an SSO page, served on 127.0.0.1 for login-driver tests.
+
+Users (change `site.users`): carol has no MFA, alice has an authenticator app (TOTP with `site.totp_secret`),
+bob picks SMS (the code "texted" is appended to `site.sms_codes`) or the authenticator app. Sessions live in
+`site.sessions` (sid -> username); `site.expire_sessions()` logs everyone out.
+"""
+import html
+import secrets
+import threading
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlparse
+
+import pyotp
+
+from tests.fakes import LocalServer
+
+PAGE = ('<!doctype html><html><head><meta charset="utf-8"><title>{title} - Example</title></head>'
+        '<body><header><a href="/">Example</a></header><main><h1>{title}</h1>{body}</main></body></html>')
+HOME = '<p>Example keeps your notes.</p><p><a href="/login">Log in</a></p>'
+ERROR = '<div class="error" role="alert">{}</div>'
+LOGIN = """{error}<form method="post" action="/login">
+<input type="hidden" name="csrf" value="{csrf}"><input type="hidden" name="next" value="{next}">
+<label for="username">Email or username</label>
+<input id="username" name="username" type="text" autocomplete="username" required>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
+<label><input type="checkbox" name="remember" value="1" checked> Remember me</label>
+<button type="submit">Sign in</button>
+</form>
+<p>or</p>
+<a class="sso" data-provider="google" href="/sso/google">Sign in with Google</a>"""
+CODE = """<p>{intro}</p>{error}<form method="post" action="{action}">
+<label for="otp">{label}</label>
+<input id="otp" name="otp" type="text" autocomplete="one-time-code" inputmode="numeric" maxlength="6">
+<button type="submit">Verify</button>
+</form>"""
+CHOOSE = """<p>How do you want to verify it's you?</p><form method="post" action="/mfa/choose">
+<button type="submit" name="method" value="sms">Text message (SMS) to ***-**42</button>
+<button type="submit" name="method" value="totp">Authenticator app</button>
+</form>"""
+ACCOUNT = '<p>Welcome, {user}</p><p><a href="/logout">Log out</a></p>'
+SSO = ("<p>Finish signing in with your Google account in the identity provider's window, "
+       "then come back to this page.</p>")
+TOTP_INTRO = "Open your authenticator app and enter the 6-digit code."
+SMS_INTRO = "We texted a 6-digit code to ***-**42."
+
+
+class LoginSite(LocalServer):
+    """GET/POST routes in `routes`; each handler takes a `Request` and returns (status, html, headers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.totp_secret = "JBSWY3DPEHPK3PXPJBSWY3DP"
+        self.users = {
+            "carol": {"password": "carol-password", "mfa": None},
+            "alice": {"password": "alice-password", "mfa": "totp"},
+            "bob": {"password": "bob-password", "mfa": "choose"},
+        }
+        self.csrf = secrets.token_urlsafe(8)
+        self.sessions = {}      # sid cookie -> username (logged in)
+        self.pending = {}       # mfa cookie -> {"user", "sms"} (password accepted, MFA to do)
+        self.sms_codes = []     # every code "texted", newest last
+        self.requests = []      # (method, path)
+        self.routes = {
+            ("GET", "/"): lambda req: page("Welcome", HOME),
+            ("GET", "/login"): self.login_form,
+            ("POST", "/login"): self.login,
+            ("GET", "/mfa/choose"): self.choose_form,
+            ("POST", "/mfa/choose"): self.choose,
+            ("GET", "/mfa/totp"): self.totp_form,
+            ("POST", "/mfa/totp"): self.totp,
+            ("GET", "/mfa/sms"): self.sms_form,
+            ("POST", "/mfa/sms"): self.sms,
+            ("GET", "/account"): self.account,
+            ("GET", "/logout"): self.logout,
+            ("GET", "/sso/google"): lambda req: page("Continue with Google", SSO),
+        }
+
+    def expire_sessions(self):
+        self.sessions.clear()
+
+    # -- pages
+
+    def login_form(self, req, error=None, next_path=None):
+        next_path = next_path or req.query.get("next", "/account")
+        body = LOGIN.format(error=ERROR.format(error) if error else "", csrf=self.csrf, next=html.escape(next_path))
+        return page("Sign in", body)
+
+    def login(self, req):
+        if req.form.get("csrf") != self.csrf:
+            return page("Bad request", "<p>The form expired. Reload the page.</p>", status=400)
+        name, password = req.form.get("username", ""), req.form.get("password", "")
+        user = self.users.get(name)
+        if user is None or user["password"] != password:
+            return self.login_form(req, "Incorrect username or password.", req.form.get("next"))
+        if not user.get("mfa"):
+            return self.signed_in(name, req.form.get("next"))
+        token = secrets.token_urlsafe(16)
+        self.pending[token] = {"user": name, "sms": None}
+        return redirect(f"/mfa/{user['mfa']}", cookie=f"mfa={token}; HttpOnly; Path=/")
+
+    def choose_form(self, req):
+        return self.need_pending(req) or page("Verify it's you", CHOOSE)
+
+    def choose(self, req):
+        if refused := self.need_pending(req):
+            return refused
+        if req.form.get("method") == "sms":
+            code = f"{secrets.randbelow(10**6):06d}"
+            self.sms_codes.append(code)
+            self.pending[req.cookies["mfa"]]["sms"] = code
+            return redirect("/mfa/sms")
+        return redirect("/mfa/totp")
+
+    def totp_form(self, req, error=None):
+        body = CODE.format(intro=TOTP_INTRO, action="/mfa/totp", label="Code from your authenticator app",
+                           error=ERROR.format(error) if error else "")
+        return self.need_pending(req) or page("Two-step verification", body)
+
+    def totp(self, req):
+        if refused := self.need_pending(req):
+            return refused
+        if not pyotp.TOTP(self.totp_secret).verify(req.form.get("otp", ""), valid_window=1):
+            return self.totp_form(req, "That code is not valid. Try again.")
+        return self.signed_in(self.pending.pop(req.cookies["mfa"])["user"])
+
+    def sms_form(self, req, error=None):
+        body = CODE.format(intro=SMS_INTRO, action="/mfa/sms", label="Verification code",
+                           error=ERROR.format(error) if error else "")
+        return self.need_pending(req) or page("Two-step verification", body)
+
+    def sms(self, req):
+        if refused := self.need_pending(req):
+            return refused
+        expected = self.pending[req.cookies["mfa"]]["sms"]
+        if not expected or req.form.get("otp") != expected:
+            return self.sms_form(req, "That code is not valid. Try again.")
+        return self.signed_in(self.pending.pop(req.cookies["mfa"])["user"])
+
+    def account(self, req):
+        user = self.sessions.get(req.cookies.get("sid"))
+        if user is None:
+            return redirect("/login?next=" + quote("/account"))
+        return page("Your account", ACCOUNT.format(user=html.escape(user)))
+
+    def logout(self, req):
+        self.sessions.pop(req.cookies.get("sid"), None)
+        return redirect("/", cookie="sid=; Max-Age=0; Path=/")
+
+    # -- helpers
+
+    def need_pending(self, req):
+        """None when an MFA step is under way (mfa cookie), else a redirect to the login form."""
+        return None if req.cookies.get("mfa") in self.pending else redirect("/login")
+
+    def signed_in(self, user, next_path=None):
+        sid = secrets.token_urlsafe(16)
+        self.sessions[sid] = user
+        target = next_path if next_path and next_path.startswith("/") and not next_path.startswith("//") \
+            else "/account"
+        return redirect(target, cookie=f"sid={sid}; HttpOnly; Path=/")
+
+    def start(self):
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.dispatch("GET")
+
+            def do_POST(self):
+                self.dispatch("POST")
+
+            def dispatch(self, method):
+                site.paths.append(self.path)
+                site.requests.append((method, self.path))
+                url = urlparse(self.path)
+                route = site.routes.get((method, url.path))
+                status, body, headers = route(Request(self, url)) if route else page("Not found", "", status=404)
+                data = body.encode()
+                self.send_response(status)
+                for name, value in [("Content-Type", "text/html; charset=utf-8"),
+                                    ("Content-Length", str(len(data))), *headers]:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+
+class Request:
+    """What a route needs: query and form values (first of each), cookies."""
+
+    def __init__(self, handler, url):
+        self.query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length).decode() if length else ""
+        self.form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+        jar = SimpleCookie(handler.headers.get("Cookie", ""))
+        self.cookies = {k: morsel.value for k, morsel in jar.items()}
+
+
+def page(title, body, status=200):
+    return status, PAGE.format(title=html.escape(title), body=body), []
+
+
+def redirect(location, cookie=None):
+    return 302, "", [("Location", location)] + ([("Set-Cookie", cookie)] if cookie else [])
