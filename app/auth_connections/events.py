@@ -57,11 +57,9 @@ def _frames(connection_id, flow_id, latest, heartbeat_seconds, poll_seconds):
         if events:
             next_heartbeat = now + heartbeat_seconds
         elif now >= next_heartbeat:
-            yield sse.frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
+            yield sse.heartbeat()
             next_heartbeat = now + heartbeat_seconds
         channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
         if shutdown.stopping.is_set():
-            yield sse.frame({"event": "error", "timestamp": clock.isoformat(clock.now()),
-                             "error": {"code": "server_restarting",
-                                       "message": "The server is restarting; follow again to resume."}})
+            yield sse.restarting()
             return

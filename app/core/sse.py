@@ -7,6 +7,8 @@ import json
 
 from flask import Response
 
+from app.core import clock
+
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAM_DOC = {"type": "string", "description": "text/event-stream; each data: line is one JSON document"}
 
@@ -15,6 +17,18 @@ def frame(data, event_id=None):
     lines = [] if event_id is None else [f"id: {event_id}"]
     lines.append("data: " + json.dumps(data, separators=(",", ":")))
     return "\n".join(lines) + "\n\n"
+
+
+def heartbeat():
+    """The JSON keepalive of the invocation and login-flow streams (their SDK models know it)."""
+    return frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
+
+
+def restarting():
+    """The last frame of an invocation or login-flow stream when the worker stops."""
+    return frame({"event": "error", "timestamp": clock.isoformat(clock.now()),
+                  "error": {"code": "server_restarting",
+                            "message": "The server is restarting; follow again to resume."}})
 
 
 def comment(text="keepalive"):

@@ -1,7 +1,7 @@
 """GET /invocations/{id}/events: stored events, then live ones, until the terminal state."""
 import time
 
-from app.core import clock, shutdown, sse
+from app.core import shutdown, sse
 from app.core.db import db
 from app.invocations import lifecycle
 from app.invocations.models import TERMINAL, Invocation, InvocationEvent
@@ -68,13 +68,11 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
                 next_heartbeat = time.monotonic() + heartbeat_seconds
             now = time.monotonic()
             if now >= next_heartbeat:
-                yield sse.frame({"event": "sse_heartbeat", "timestamp": clock.isoformat(clock.now())})
+                yield sse.heartbeat()
                 next_heartbeat = now + heartbeat_seconds
             channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
             if shutdown.stopping.is_set():
-                yield sse.frame({"event": "error", "timestamp": clock.isoformat(clock.now()),
-                                 "error": {"code": "server_restarting",
-                                           "message": "The server is restarting; follow again to resume."}})
+                yield sse.restarting()
                 return
     finally:
         tails.release(subject, tail)
