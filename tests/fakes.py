@@ -8,7 +8,8 @@ from urllib.parse import parse_qs, urlparse
 
 
 class LocalServer:
-    """A threaded HTTP server on a free 127.0.0.1 port; subclasses implement `get(handler)`."""
+    """A threaded HTTP server on a free 127.0.0.1 port; subclasses implement `get(handler)`
+    (and `post(handler)` to take POSTs)."""
 
     def __init__(self):
         self.paths = []
@@ -27,6 +28,10 @@ class LocalServer:
                 fake.paths.append(self.path)
                 fake.get(self)
 
+            def do_POST(self):
+                fake.paths.append(self.path)
+                fake.post(self)
+
             def answer(self, status, body, content_type="application/json"):
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
@@ -42,6 +47,9 @@ class LocalServer:
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
+
+    def post(self, handler):
+        handler.answer(405, {"message": "POST is not served here"})
 
     def stop(self):
         self._server.shutdown()

@@ -6,9 +6,7 @@ bob picks SMS (the code "texted" is appended to `site.sms_codes`) or the authent
 """
 import html
 import secrets
-import threading
 from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlparse
 
 import pyotp
@@ -161,37 +159,24 @@ class LoginSite(LocalServer):
             else "/account"
         return redirect(target, cookie=f"sid={sid}; HttpOnly; Path=/")
 
-    def start(self):
-        site = self
+    def get(self, handler):
+        self.dispatch("GET", handler)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.dispatch("GET")
+    def post(self, handler):
+        self.dispatch("POST", handler)
 
-            def do_POST(self):
-                self.dispatch("POST")
-
-            def dispatch(self, method):
-                site.paths.append(self.path)
-                site.requests.append((method, self.path))
-                url = urlparse(self.path)
-                route = site.routes.get((method, url.path))
-                status, body, headers = route(Request(self, url)) if route else page("Not found", "", status=404)
-                data = body.encode()
-                self.send_response(status)
-                for name, value in [("Content-Type", "text/html; charset=utf-8"),
-                                    ("Content-Length", str(len(data))), *headers]:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
+    def dispatch(self, method, handler):
+        self.requests.append((method, handler.path))
+        url = urlparse(handler.path)
+        route = self.routes.get((method, url.path))
+        status, body, headers = route(Request(handler, url)) if route else page("Not found", "", status=404)
+        data = body.encode()
+        handler.send_response(status)
+        for name, value in [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
+                            *headers]:
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
 
 
 class Request:
