@@ -25,27 +25,16 @@ import selectors
 import shlex
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.live_server import (  # noqa: E402
-    BIN,
-    ROOT,
-    free_port,
-    private_database,
-    run_cli,
-    server_env,
-    stop,
-    wait_until_serving,
-)
+from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 SESSION = {"telemetry": {"enabled": True, "browser": {"console": {"enabled": True}}}, "timeout_seconds": 3600}
 COMMAND = shlex.join([".venv/bin/python", "bench/telemetry.py", *sys.argv[1:]])
@@ -85,30 +74,6 @@ def latency_cells(values):
     if not values:
         return "- | - | -"
     return f"{statistics.median(values) * 1000:.1f} | {percentile(values, 0.95):.1f} | {percentile(values, 0.99):.1f}"
-
-
-@contextmanager
-def gunicorn(env, log_path, worker_connections):
-    """tests.live_server.gunicorn with one worker and --worker-connections (which it does not pass)."""
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "--worker-class", "gevent", "--workers", "1",
-             "--worker-connections", str(worker_connections),
-             "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5", "--no-control-socket", "wsgi:app"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-    try:
-        try:
-            wait_until_serving(process, base_url)
-        except RuntimeError:
-            stop(process)
-            sys.stderr.write(f"--- gunicorn output ({log_path}) ---\n{log_path.read_text(errors='replace')}\n")
-            raise
-        yield base_url
-    finally:
-        stop(process)
 
 
 # 1. Ingest ---------------------------------------------------------------------------------------
@@ -368,8 +333,8 @@ def fill(channels, subject, now_us, text_length, envelope_frame):
 
     The body comes from a template (checked against validate_event + json.dumps in run_memory)
     rather than from json.loads + json.dumps per event: tracemalloc makes every allocation
-    ~10x slower, and only what the buffer keeps matters here: per event, the entry tuples, the
-    frame and the type (a str of its own per event, as json.loads makes it).
+    ~10x slower, and only what the buffer keeps matters here: per event, the entry tuples and the
+    frame; the type name is interned, as telemetry.ingest does.
     """
     payload, prefix, suffix = 0, "console", "_log"
     for first in range(1, CAPACITY + 1, 100):
@@ -377,7 +342,7 @@ def fill(channels, subject, now_us, text_length, envelope_frame):
         for seq in range(first, min(first + 100, CAPACITY + 1)):
             frame = envelope_frame(seq, event_body(seq, now_us + seq, text_length))
             payload += len(frame)
-            entries.append((seq, (prefix + suffix, frame)))
+            entries.append((seq, (sys.intern(prefix + suffix), frame)))
         channels.extend(subject, entries)
     return payload
 
@@ -448,7 +413,8 @@ def main():
             backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
             print(f"{backend}; gunicorn 1 gevent worker, --worker-connections "
                   f"{max(1000, args.readers + args.threads + 100)}\n")
-            with gunicorn(env, Path(workdir) / "gunicorn.log", max(1000, args.readers + args.threads + 100)) as url:
+            with gunicorn(env, Path(workdir) / "gunicorn.log",
+                          worker_connections=max(1000, args.readers + args.threads + 100)) as url:
                 host, port = url.removeprefix("http://").split(":")
                 if "ingest" in only:
                     run_ingest(host, int(port), key, argparse.Namespace(
