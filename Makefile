@@ -14,7 +14,10 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 .PHONY: install install-test run test test-postgres bench lint clean
 
 install: $(VENV)/.installed
+# Chromium, for the hosted login page test (it skips without it): installed when missing, if apt-get and root.
 install-test: $(VENV)/.installed-test
+	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] \
+		&& apt-get update -q && apt-get install -y -q chromium) || true
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -8,7 +8,7 @@ same submit logic as the API.
 import hmac
 from pathlib import Path
 
-from flask import Response, current_app, request
+from flask import Response, current_app, jsonify, request
 from flask.views import MethodView
 
 from app.auth_connections import events, loginflow, schemas
@@ -54,7 +54,7 @@ class HostedState(MethodView):
         if flow.is_overdue:
             flow = loginflow.expire(flow)
         connection = AuthConnection.get_by_id(flow.connection_id)
-        return {**loginflow.state_event(flow), "domain": connection.domain}
+        return jsonify({**loginflow.state_event(flow), "domain": connection.domain})
 
 
 @blp.route("/<flow_id>/submit")
