@@ -255,8 +255,9 @@ def test_a_huge_last_event_id_is_harmless(client, new_browser, ingest):
 def test_stream_opens_do_not_wait_on_each_other_for_database_connections(make_app, app, owner_key, new_browser):
     """A stream holds no connection while it asks for its session's state, so with a pool of one
     connection streams keep opening while another stream polls."""
-    small = client_for(make_app(DB_POOL_SIZE=1, DB_POOL_TIMEOUT_SECONDS=2, STREAM_POLL_SECONDS=0.001),
-                       owner_key.plaintext)
+    # Frequent keepalives let the reader thread see `stop` and end before the test does.
+    small = client_for(make_app(DB_POOL_SIZE=1, DB_POOL_TIMEOUT_SECONDS=2, STREAM_POLL_SECONDS=0.001,
+                                SSE_HEARTBEAT_SECONDS=0.05), owner_key.plaintext)
     polled, opened = new_browser(using=small)["session_id"], new_browser(using=small)["session_id"]
     errors, stop = [], threading.Event()
 
@@ -281,7 +282,7 @@ def test_stream_opens_do_not_wait_on_each_other_for_database_connections(make_ap
     finally:
         stop.set()
         reader.join(timeout=5)
-    assert errors == []
+    assert not reader.is_alive() and errors == []
 
 
 def test_a_stream_on_an_ended_session_replays_from_the_archive_and_closes(client, new_browser, ingest):
