@@ -76,13 +76,15 @@ class DefaultConfig:
     BROWSER_EXTERNAL_LIVE_VIEW_URL = None
     # Retry-After of a 429 when a session cap is reached.
     BROWSER_RETRY_AFTER_SECONDS = 5
+    # How often each worker ends sessions past their idle deadline (wsgi.py's periodic loop).
+    BROWSER_IDLE_SWEEP_SECONDS = 5
     # Activity within this many seconds of the last recorded one is not written again
     # (an idle deadline is that much less exact; one write per request would cost more).
     BROWSER_ACTIVITY_WRITE_SECONDS = 1
 
     # Telemetry: events kept per session for the live stream (oldest evicted), most
-    # events per ingest request, how long the archive keeps events, and how often a
-    # worker prunes it (during ingest; `flask browsers prune` does it on demand).
+    # events per ingest request, how long the archive keeps events, and how often each
+    # worker prunes it (wsgi.py's periodic loop; `flask browsers prune` does it on demand).
     TELEMETRY_BUFFER_EVENTS = 1024
     TELEMETRY_MAX_BATCH = 1000
     TELEMETRY_RETENTION_SECONDS = 7 * 86400
@@ -92,8 +94,8 @@ class DefaultConfig:
 
     # Managed auth: how long a login flow may take, its HTTP timeout per request to the
     # site, where the hosted page is reached (None: the host of the request that started
-    # the flow), and how often each worker looks for due health checks (wsgi.py starts
-    # the scheduler; 0: never).
+    # the flow), and how often each worker looks for due health checks (wsgi.py's
+    # periodic loop; 0: never).
     AUTH_FLOW_LIFETIME_SECONDS = 300
     AUTH_FLOW_HTTP_TIMEOUT_SECONDS = 10
     AUTH_PUBLIC_BASE_URL = None

@@ -32,10 +32,16 @@ def default_interval():
 def create(project, args):
     domain = host_of(args["domain"])
     check_credential(project, args.get("credential"))
-    profile = Profile.get_or_none((Profile.project == project.id) & (Profile.name == args["profile_name"]))
+    profile = profile_named(project, args["profile_name"])
     if profile is None:
-        profile = Profile.create_in(project, args["profile_name"])
-    elif AuthConnection.select().where((AuthConnection.profile == profile.id)
+        try:
+            profile = Profile.create_in(project, args["profile_name"])
+        except ApiError as error:
+            # Created meanwhile by a concurrent request (for another domain): use it.
+            profile = profile_named(project, args["profile_name"]) if error.code == "profile_name_taken" else None
+            if profile is None:
+                raise
+    if AuthConnection.select().where((AuthConnection.profile == profile.id)
                                        & (AuthConnection.domain == domain)).exists():
         raise pair_taken(args["profile_name"], domain)
     connection = AuthConnection(project=project.id, profile=profile, domain=domain,
@@ -43,6 +49,10 @@ def create(project, args):
     apply(connection, args)
     save_or_conflict(connection, pair_taken(args["profile_name"], domain), force_insert=True)
     return connection
+
+
+def profile_named(project, name):
+    return Profile.get_or_none((Profile.project == project.id) & (Profile.name == name))
 
 
 def apply(connection, args):

@@ -3,19 +3,19 @@ connection found logged out starts a REAUTH flow.
 
 A check loads the profile's cookies into the login driver and opens the page the last
 login landed on: a login form there means the site wants a login again. Due checks run
-from `run_due` (a scheduler greenlet in each gunicorn worker, see wsgi.py, or
-`flask auth check`); each due connection is claimed with one conditional UPDATE, so
+from `run_due` (every AUTH_HEALTH_CHECK_POLL_SECONDS in each gunicorn worker, see
+app/core/periodic.py, or `flask auth check`); each due connection is claimed with one conditional UPDATE, so
 two workers never check the same one twice.
 """
 import logging
-import threading
 from datetime import timedelta
+
+from flask import current_app
 
 from app.auth_connections import credentials, loginflow
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import AUTHENTICATED, NEEDS_AUTH, REAUTH, AuthConnection, HealthCheck
-from app.core import clock, shutdown
-from app.core.db import db
+from app.core import clock, periodic
 from app.profiles.models import Profile
 
 logger = logging.getLogger(__name__)
@@ -64,25 +64,10 @@ def run_due(*, timeout, base_url, limit=20):
     return checked
 
 
-def start_scheduler(app):
-    """Look for due health checks every AUTH_HEALTH_CHECK_POLL_SECONDS in this process (a daemon
-    thread: a greenlet under gunicorn's gevent worker); stops with the worker."""
-    interval = app.config["AUTH_HEALTH_CHECK_POLL_SECONDS"]
-    if not interval:
-        return None
-
-    def loop():
-        while not shutdown.stopping.wait(interval):
-            with app.app_context():
-                try:
-                    with db.connection_context():
-                        run_due(timeout=app.config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], base_url=base_url(app))
-                except Exception:  # noqa: BLE001 - the scheduler must outlive one bad round
-                    logger.exception("health check round failed")
-
-    thread = threading.Thread(target=loop, name="auth-health-checks", daemon=True)
-    thread.start()
-    return thread
+@periodic.every("AUTH_HEALTH_CHECK_POLL_SECONDS")
+def run_due_checks():
+    config = current_app.config
+    run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], base_url=base_url(current_app))
 
 
 def base_url(app):

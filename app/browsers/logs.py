@@ -5,7 +5,6 @@ stored so a stream can replay them, and announced on the session's logs channel.
 """
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession
-from app.browsers.telemetry import maybe_prune
 from app.core import clock
 from app.core.db import exclusive
 from app.streams import channels
@@ -27,7 +26,6 @@ def ingest(session, source, log_name, lines):
         raise sessions.ended_error(current)
     sessions.touch(current)
     channels().append(session.logs_subject, len(rows))
-    maybe_prune()
     return len(rows)
 
 

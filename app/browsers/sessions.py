@@ -14,7 +14,7 @@ from peewee import JOIN
 from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession, BrowserTag
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
-from app.core import clock
+from app.core import clock, periodic
 from app.core.db import exclusive, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.core.ids import new_id
@@ -215,10 +215,17 @@ def expire_idle(org_id):
     after_end(_end_idle(org_id))
 
 
-def _end_idle(org_id):
-    overdue = (BrowserSession.active().join(Project)
-               .where((Project.org == org_id) & (BrowserSession.idle_deadline <= clock.now())))
+def _end_idle(org_id=None):
+    overdue = BrowserSession.active().where(BrowserSession.idle_deadline <= clock.now())
+    if org_id is not None:
+        overdue = overdue.join(Project).where(Project.org == org_id)
     return [session for session in overdue if _end_timed_out(session, announce=False)]
+
+
+@periodic.every("BROWSER_IDLE_SWEEP_SECONDS")
+def end_idle_sessions():
+    """Sessions end at their idle deadline even when nobody looks (each worker sweeps)."""
+    after_end(_end_idle())
 
 
 def _end_timed_out(session, announce=True):

@@ -9,7 +9,6 @@ stream there finds the session's last_seq ahead of it (`catch_up`).
 import json
 import sys
 import threading
-import time
 from datetime import timedelta
 
 from flask import Response, after_this_request, current_app
@@ -17,7 +16,7 @@ from peewee import fn
 
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
-from app.core import clock
+from app.core import clock, periodic
 from app.core.db import exclusive
 from app.streams import channels, telemetry_buffers
 
@@ -26,7 +25,6 @@ PRUNE_CHUNK = 5000
 # One lock per stripe of sessions in this process: a batch's seqs enter the buffer in
 # order even when two requests for one session commit back to back.
 _stripes = [threading.Lock() for _ in range(64)]
-_pruned_at = 0.0
 # The categories whose events the browser's DevTools protocol produces.
 CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "screenshot")
 
@@ -81,7 +79,6 @@ def ingest(session, events):
         if not current.is_active or timed_out:
             raise sessions.ended_error(current)
         _publish(session, entries)
-    maybe_prune()
     return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
 
 
@@ -190,17 +187,13 @@ def _first_id_since(session, since_us):
             .where((TelemetryEvent.session == session.id) & (TelemetryEvent.ts >= since_us)).scalar() or 0)
 
 
-def maybe_prune():
-    """Prune at most once per TELEMETRY_PRUNE_INTERVAL_SECONDS in this process."""
-    global _pruned_at
-    interval = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
-    if time.monotonic() - _pruned_at < interval:
-        return
-    _pruned_at = time.monotonic()
+@periodic.every("TELEMETRY_PRUNE_INTERVAL_SECONDS")
+def prune_archive():
     prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
     # Buffers and channels nobody used for a while are only caches and wake-up signals: drop them.
-    telemetry_buffers().discard_idle(interval)
-    channels().discard_idle(interval)
+    idle = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
+    telemetry_buffers().discard_idle(idle)
+    channels().discard_idle(idle)
 
 
 def prune(retention_seconds):

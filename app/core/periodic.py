@@ -1,0 +1,52 @@
+"""Work each worker process does on a timer: areas register tasks, wsgi.py starts the loop.
+
+A task is `fn()` run in an app context with a database connection, every
+`app.config[interval_key]` seconds (0 or None: never). Tasks must tolerate running in
+several workers at once (each claims its rows, or is idempotent). The loop is a
+daemon thread, a greenlet under gunicorn's gevent worker; it stops with the worker.
+"""
+import logging
+import threading
+import time
+
+from app.core import shutdown
+from app.core.db import db
+
+logger = logging.getLogger(__name__)
+_tasks = []
+TICK_SECONDS = 1.0
+
+
+def every(interval_key):
+    """Register `fn` to run every `app.config[interval_key]` seconds."""
+    def register(fn):
+        _tasks.append((interval_key, fn))
+        return fn
+    return register
+
+
+def run_due(app, last_run, now):
+    """Run the tasks whose interval has passed since `last_run[fn]`; updates `last_run`."""
+    for interval_key, fn in _tasks:
+        interval = app.config.get(interval_key)
+        if not interval or now - last_run.get(fn, now - interval) < interval:
+            continue
+        last_run[fn] = now
+        with app.app_context():
+            try:
+                with db.connection_context():
+                    fn()
+            except Exception:  # noqa: BLE001 - one failing task must not stop the others
+                logger.exception("periodic task %s failed", fn.__qualname__)
+
+
+def start(app):
+    """Start this process's loop (from wsgi.py; tests call run_due themselves)."""
+    def loop():
+        last_run = {}
+        while not shutdown.stopping.wait(TICK_SECONDS):
+            run_due(app, last_run, time.monotonic())
+
+    thread = threading.Thread(target=loop, name="periodic-tasks", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,34 @@
+"""The per-worker periodic loop: tasks run when their interval has passed, in an app context."""
+from app.core import clock, periodic
+from app.core.db import db
+
+
+def test_tasks_run_when_due_and_a_failing_one_does_not_stop_the_others(app, monkeypatch):
+    ran = []
+
+    def broken():
+        raise RuntimeError("boom")
+
+    def counted():
+        ran.append(db.is_closed())
+
+    monkeypatch.setattr(periodic, "_tasks", [("BROKEN_SECONDS", broken), ("COUNTED_SECONDS", counted),
+                                             ("NEVER_SECONDS", counted)])
+    app.config.update(BROKEN_SECONDS=1, COUNTED_SECONDS=10, NEVER_SECONDS=0)
+    last_run = {}
+    periodic.run_due(app, last_run, 100.0)  # first tick: everything with an interval runs
+    periodic.run_due(app, last_run, 105.0)
+    periodic.run_due(app, last_run, 110.0)
+    assert ran == [False, False]  # at 100 and 110, each with a database connection open
+
+
+def test_idle_sessions_end_without_any_request(app, client):
+    clock.freeze(clock.now())
+    session = client.post("/browsers", json={"timeout_seconds": 10}).get_json()["session_id"]
+    clock.advance(seconds=11)
+    periodic.run_due(app, {}, 0.0)
+    with app.app_context(), db.connection_context():
+        from app.browsers.models import BrowserSession
+
+        ended = BrowserSession.get_by_id(session)
+    assert ended.deleted_at is not None and ended.end_reason == "timeout"
