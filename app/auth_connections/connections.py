@@ -10,7 +10,7 @@ from app.auth_connections import loginflow
 from app.auth_connections.models import AuthConnection, HealthCheck, LoginFlow
 from app.core import clock
 from app.core.db import save_or_conflict
-from app.core.errors import NO_RETRY, ApiError, not_found
+from app.core.errors import NO_RETRY, ApiError, bad_request, not_found
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider
 from app.orgs.usage import usage_counter
@@ -31,6 +31,8 @@ def default_interval():
 
 def create(project, args):
     domain = host_of(args["domain"])
+    if not domain:
+        raise bad_request(f"{args['domain']!r} names no host.", field="domain")
     check_credential(project, args.get("credential"))
     profile = profile_named(project, args["profile_name"])
     if profile is None:

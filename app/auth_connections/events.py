@@ -8,14 +8,15 @@ from app.core.db import db
 from app.streams import channels
 
 
-def follow(connection, *, heartbeat_seconds=15.0, poll_seconds=1.0):
+def follow(connection, *, flow=None, heartbeat_seconds=15.0, poll_seconds=1.0):
     """Frames for one follower of the connection's newest flow (decided now, when the request is served).
 
     The first frame is the current state; state changes follow with their event id;
     `sse_heartbeat` frames keep an idle stream alive; the stream ends right after a
-    terminal state (and with no frame when the connection never had a flow).
+    terminal state (and with no frame when the connection never had a flow). With `flow`
+    (the hosted page), that flow instead of the newest.
     """
-    flow = connection.current_flow()
+    flow = flow or connection.current_flow()
     if flow is None:
         return iter(())
     if flow.is_overdue:

@@ -745,6 +745,10 @@ class FormLogin:
         url = self._resolve(action)
         if method == "post":
             return self._load("POST", url, urlencode(pairs).encode(), mode)
+        if any(control.type == "password" for control in form.controls):
+            # A password in a query string ends up in URLs, logs and Referer headers: refuse.
+            raise LoginError("password_in_url", "The login form sends the password in the URL (method GET); "
+                                                "Lantern does not submit it.")
         parts = urlparse(url)
         return self._load("GET", urlunparse(parts._replace(query=urlencode(pairs), fragment="")), None, mode)
 

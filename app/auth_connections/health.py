@@ -29,6 +29,8 @@ def check(connection, *, timeout, base_url):
     error_code = error_message = None
     try:
         page = driver.check(connection.post_login_url or credentials.login_url(connection))
+        if page.status >= 500 or page.status == 429:
+            raise LoginError("site_unavailable", f"The site answered {page.status}.")
         status = AUTHENTICATED if page.kind == "success" else NEEDS_AUTH
     except LoginError as error:
         # The site could not be asked: the status stays what it was.

@@ -1,7 +1,8 @@
 """The hosted login page (/auth/hosted/{flow_id}): a person answers the flow's prompts on it.
 
 No API key reaches the page: the flow's handoff code (in the hosted_url's query)
-authorises it, and only for that flow. The page is one static HTML file with plain
+authorises it, and only for that flow: its state, its events, answers to it while it
+runs (never to a later flow of the same connection). The page is one static HTML file with plain
 JavaScript: it reads the state, follows the events stream, and submits through the
 same submit logic as the API.
 """
@@ -65,7 +66,7 @@ class HostedSubmit(MethodView):
     def post(self, args, flow_id):
         """Answer the flow's prompt from the hosted page"""
         flow = authorised_flow(flow_id)
-        loginflow.submit(AuthConnection.get_by_id(flow.connection_id), args)
+        loginflow.submit(AuthConnection.get_by_id(flow.connection_id), args, flow_id=flow.id)
         return {"accepted": True}
 
 
@@ -77,6 +78,6 @@ class HostedEvents(MethodView):
         """Follow the flow from the hosted page (SSE)"""
         flow = authorised_flow(flow_id)
         config = current_app.config
-        return sse.stream(events.follow(AuthConnection.get_by_id(flow.connection_id),
+        return sse.stream(events.follow(AuthConnection.get_by_id(flow.connection_id), flow=flow,
                                         heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
                                         poll_seconds=config["STREAM_POLL_SECONDS"]))

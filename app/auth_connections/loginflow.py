@@ -18,6 +18,7 @@ import logging
 import secrets
 import threading
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from flask import current_app
 
@@ -41,7 +42,7 @@ from app.auth_connections.models import (
     AuthEvent,
     LoginFlow,
 )
-from app.core import clock, crypto
+from app.core import clock, crypto, shutdown
 from app.core.db import db, exclusive
 from app.core.errors import NO_RETRY, ApiError, bad_request
 from app.core.ids import new_id
@@ -149,10 +150,13 @@ def cancel(connection):
     announce(connection.id)
 
 
-def submit(connection, body):
-    """Check an answer against the current prompt and hand it to the runner; 4xx when it cannot apply."""
+def submit(connection, body, *, flow_id=None):
+    """Check an answer against the current prompt and hand it to the runner; 4xx when it cannot apply.
+
+    With `flow_id` (the hosted page), only that flow takes it.
+    """
     flow = running_flow(connection)
-    if flow is None:
+    if flow is None or flow_id not in (None, flow.id):
         raise ApiError(409, "no_flow_in_progress", "No login flow is in progress; start one with /login.",
                        headers=NO_RETRY)
     answer = answer_for(flow, body)
@@ -248,10 +252,11 @@ def prompt_of(page):
     legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector, "required": f.required,
                       "type": "email" if f.html_type == "email" else LEGACY_FIELD_TYPES.get(f.type, "text"),
                       **({"placeholder": f.placeholder} if f.placeholder else {})} for f in page.fields]
+    offered = {c.id: c for c in list(page.choices) + list(page.sso)}  # SSO buttons may be both
     choices = [{"id": c.id, "type": c.type, "label": c.label, "observed_selector": c.selector,
                 **({"mfa_type": c.mfa_type} if c.mfa_type else {}),
                 **({"description": c.description} if c.description else {})}
-               for c in list(page.choices) + list(page.sso)]
+               for c in offered.values()]
     mfa_options = [{"type": c.mfa_type, "label": c.label, **({"description": c.description} if c.description else {})}
                    for c in page.choices if c.type == "mfa_method" and c.mfa_type in LEGACY_MFA_TYPES]
     sign_in = [{"id": c.id, "label": c.label} for c in page.choices if c.type == "sign_in_method"]
@@ -328,7 +333,8 @@ class Runner:
             return None
         automatic = None if page.kind == "external" else self.automatic_answer(page)
         if automatic is not None:
-            self.update(step=SUBMITTING, prompt=json.dumps({}), interaction_id=None, website_error=None)
+            if not self.update(step=SUBMITTING, prompt=json.dumps({}), interaction_id=None, website_error=None):
+                return None
             return self.apply(page, automatic)
         prompt = prompt_of(page)
         step = AWAITING_EXTERNAL_ACTION if page.kind == "external" else AWAITING_INPUT
@@ -342,26 +348,26 @@ class Runner:
         return self.apply(page, answer, by_person=True)
 
     def automatic_answer(self, page):
-        """What the stored credential answers on this page (once per kind of page), or None."""
+        """What the stored login answers on this page, or None.
+
+        Each kind of page (the set of field types asked for, or a method choice) is answered
+        automatically once: if the site asks again, whether or not it shows an error we can
+        read, a person decides, so a wrong stored password is never retried in a loop.
+        """
         login = self.login
-        if login is None or page.website_error and page.kind == "form" and "form" in self.tried_automatically:
+        if login is None:
             return None
         if page.kind == "choice":
             totp = [c for c in page.choices if c.mfa_type == "totp"]
-            if login.totp_secret and totp and "choice" not in self.tried_automatically:
-                self.tried_automatically.add("choice")
-                return {"choice": totp[0].id}
-            return None
-        values = {}
-        for field in page.fields:
-            value = login.value_for(field.type)
-            if value is None:
+            if not (login.totp_secret and totp) or "choice" in self.tried_automatically:
                 return None
-            values[field.id] = value
-        key = "code" if any(f.type in ("code", "totp_code") for f in page.fields) else "form"
-        if key in self.tried_automatically and page.website_error:
+            self.tried_automatically.add("choice")
+            return {"choice": totp[0].id}
+        values = {field.id: login.value_for(field.type) for field in page.fields}
+        kind = tuple(sorted(field.type for field in page.fields))
+        if not values or None in values.values() or kind in self.tried_automatically:
             return None
-        self.tried_automatically.add(key)
+        self.tried_automatically.add(kind)
         return {"values": values}
 
     def apply(self, page, answer, by_person=False):
@@ -392,6 +398,11 @@ class Runner:
                     LoginFlow.update(submission=None).where(LoginFlow.id == flow.id).execute()
                     return answer
             channels().wait(subject, seen, timeout=poll)
+            if shutdown.stopping.is_set():
+                # This runner will not come back with the worker: end the flow so a new one can start.
+                self.finish(FAILED, error_code="server_restarting",
+                            error_message="The server restarted during the login flow; start it again.")
+                return None
 
     def update(self, **changes):
         """Record a state change unless the flow ended meanwhile; True if recorded."""
@@ -427,17 +438,30 @@ class Runner:
         return flow
 
     def succeed(self, page):
-        """Save the site's cookies to the profile and mark the connection authenticated."""
+        """Save the site's cookies to the profile and mark the connection authenticated, in one
+        transaction with SUCCESS, and only if the flow is still running (not expired, canceled
+        or deleted meanwhile)."""
         connection = self.connection
+        # Without the query: a site that sent form values in the URL must not leave them here.
+        landed = urlsplit(page.url)._replace(query="", fragment="").geturl()
         with db.connection_context():
-            save_profile_state(connection.profile_id, {"cookies": self.driver.cookies(), "origins": []})
-            login_credentials.remember(connection, self.typed)
-            now = clock.now()
-            interval = connection.health_check_interval
-            AuthConnection.update(
-                status=AUTHENTICATED, post_login_url=page.url, last_auth_at=now, last_auth_check_at=now,
-                next_check_at=now + timedelta(seconds=interval) if connection.health_checks else None,
-                updated_at=now,
-            ).where(AuthConnection.id == connection.id).execute()
-        self.finish(SUCCESS, step=COMPLETED, post_login_url=page.url, prompt=json.dumps({}), interaction_id=None,
-                    website_error=None)
+            with exclusive(LoginFlow(id=self.flow_id)):
+                flow = self.flow()
+                if flow.is_terminal:
+                    return
+                if flow.is_overdue:
+                    record(flow, status=EXPIRED, error_code="flow_expired",
+                           error_message="The login flow ran out of time.", submission=None)
+                else:
+                    save_profile_state(connection.profile_id, {"cookies": self.driver.cookies(), "origins": []})
+                    login_credentials.remember(connection, self.typed)
+                    now = clock.now()
+                    interval = connection.health_check_interval
+                    AuthConnection.update(
+                        status=AUTHENTICATED, post_login_url=landed, last_auth_at=now, last_auth_check_at=now,
+                        next_check_at=now + timedelta(seconds=interval) if connection.health_checks else None,
+                        updated_at=now,
+                    ).where(AuthConnection.id == connection.id).execute()
+                    record(flow, status=SUCCESS, step=COMPLETED, post_login_url=landed, prompt=json.dumps({}),
+                           interaction_id=None, website_error=None, submission=None)
+            announce(self.connection_id)

@@ -1,4 +1,6 @@
 """Managed auth connections (/auth/connections): CRUD, login, submit, events, timeline."""
+from urllib.parse import urlsplit
+
 from flask import current_app, g, request
 from flask.views import MethodView
 
@@ -62,9 +64,12 @@ class Login(MethodView):
     def post(self, args, connection_id):
         """Start a login flow (or get the one in progress): a hosted page URL for a person"""
         connection = AuthConnection.lookup(g.project, connection_id)
-        flow = loginflow.start(connection, base_url=public_base_url())
+        base_url = public_base_url()
+        flow = loginflow.start(connection, base_url=base_url)
+        # A flow started elsewhere (a re-auth by a health check) is shown on this request's host too.
+        hosted = urlsplit(flow.hosted_url)
         return {"id": connection.id, "flow_expires_at": clock.isoformat(flow.expires_at), "flow_type": flow.flow_type,
-                "hosted_url": flow.hosted_url, "handoff_code": flow.handoff}
+                "hosted_url": f"{base_url.rstrip('/')}{hosted.path}?{hosted.query}", "handoff_code": flow.handoff}
 
 
 @blp.route("/<connection_id>/submit")

@@ -272,3 +272,110 @@ def test_flow_state_is_never_json_with_secrets(client, site, new_connection, wai
         dumped += json.dumps([list(row) for row in db.execute_sql("SELECT * FROM auth_event").fetchall()],
                              default=str)
     assert "carol-password" not in dumped
+
+
+# -- review findings --------------------------------------------------------------------------
+
+def test_a_wrong_stored_password_is_tried_once_then_a_person_decides(client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "stale", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "old-password"}})
+    # The site's error is not marked up for us to read: the flow must not loop on it.
+    site.routes[("POST", "/login")] = lambda req: (200, LOGIN_WITHOUT_ALERT, [])
+    connection = new_connection(credential={"name": "stale"})
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert record["flow_step"] == "AWAITING_INPUT"
+    assert site.requests.count(("POST", "/login")) == 1
+
+
+LOGIN_WITHOUT_ALERT = ('<html><body><p class="notice">That did not work.</p><form method="post" action="/login">'
+                       '<input name="username"><input name="password" type="password">'
+                       '<button type="submit">Sign in</button></form></body></html>')
+
+
+def test_a_flow_that_expires_while_the_site_answers_does_not_log_in(make_app, app, owner_key, site, wait_for):
+    import time
+
+    from tests.conftest import client_for
+
+    quick = client_for(make_app(AUTH_FLOW_LIFETIME_SECONDS=1, STREAM_POLL_SECONDS=0.05), owner_key.plaintext)
+    quick.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                     "values": {"username": "carol", "password": "carol-password"}})
+    login = site.routes[("POST", "/login")]
+    site.routes[("POST", "/login")] = lambda req: (time.sleep(1.5), login(req))[1]
+    connection = quick.post("/auth/connections", json={
+        "domain": "127.0.0.1", "profile_name": "slow", "login_url": f"{site.url}/login",
+        "credential": {"name": "carol"}}).get_json()
+    start(quick, connection["id"])
+    done = wait_for(connection["id"], finished, using=quick)
+    assert done["flow_status"] == "EXPIRED"
+    time.sleep(1.0)  # the site answers meanwhile; the runner must not act on it
+    after = quick.get(f"/auth/connections/{connection['id']}").get_json()
+    assert after["status"] == "NEEDS_AUTH" and after["flow_status"] == "EXPIRED"
+    assert quick.get("/profiles/slow/download").get_json()["cookies"] == []
+
+
+def test_a_handoff_code_answers_only_for_its_own_flow(make_app, app, owner_key, site, wait_for):
+    from tests.conftest import client_for
+
+    quick = client_for(make_app(AUTH_FLOW_LIFETIME_SECONDS=1, STREAM_POLL_SECONDS=0.05), owner_key.plaintext)
+    connection = quick.post("/auth/connections", json={"domain": "127.0.0.1", "profile_name": "p",
+                                                       "login_url": f"{site.url}/login"}).get_json()
+    first = start(quick, connection["id"])
+    wait_for(connection["id"], finished, using=quick)  # expired
+    start(quick, connection["id"])
+    second_prompt = wait_for(connection["id"], prompt_after(), using=quick)
+    old = first["hosted_url"].split("/auth/hosted/")[1]
+    flow_id, code = old.split("?code=")
+    answer = quick.post(f"/auth/hosted/{flow_id}/submit?code={code}", json={
+        "interaction_id": second_prompt["interaction_id"], "fields": {"username": "x"}})
+    assert answer.status_code in (400, 409)
+    canonical = quick.post(f"/auth/hosted/{flow_id}/submit?code={code}", json={
+        "interaction_id": second_prompt["interaction_id"],
+        "field_values": {f["id"]: "x" for f in second_prompt["fields"]}})
+    assert canonical.status_code == 409 and canonical.get_json()["code"] == "no_flow_in_progress"
+    frames = read_frames(quick.get(f"/auth/hosted/{flow_id}/events?code={code}"), timeout=5)
+    assert [data["flow_status"] for _, data in frames] == ["EXPIRED"]
+
+
+def test_a_login_form_sending_the_password_in_the_url_is_not_submitted(client, site, new_connection, wait_for):
+    site.routes[("GET", "/login")] = lambda req: (200, (
+        '<html><body><form action="/login"><input name="username"><input name="password" type="password">'
+        '<button>Sign in</button></form></body></html>'), [])
+    connection = new_connection()
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    ids = field_ids(record)
+    submit(client, connection["id"], {"interaction_id": record["interaction_id"], "field_values": {
+        ids["identifier"]: "carol", ids["password"]: "carol-password"}})
+    done = wait_for(connection["id"], finished)
+    assert (done["flow_status"], done["error_code"]) == ("FAILED", "password_in_url")
+    assert not any("carol-password" in path for path in site.paths)
+
+
+def test_a_health_check_of_an_unavailable_site_keeps_the_status(app, client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    wait_for(connection["id"], finished)
+    site.routes[("GET", "/account")] = lambda req: (503, "<html><body>Down for maintenance</body></html>", [])
+    with app.test_request_context(), db.connection_context():
+        result = health.check(AuthConnection.get_by_id(connection["id"]), timeout=5, base_url="http://localhost/")
+    assert (result.status, result.error_code) == ("AUTHENTICATED", "site_unavailable")
+
+
+def test_a_domain_that_names_no_host_is_400(client):
+    response = client.post("/auth/connections", json={"domain": "...", "profile_name": "p"})
+    assert response.status_code == 400 and response.get_json()["details"][0]["field"] == "domain"
+
+
+def test_sso_only_pages_offer_each_choice_once(client, site, new_connection, wait_for):
+    site.routes[("GET", "/login")] = lambda req: (200, (
+        '<html><body><h1>Sign in</h1><a data-provider="google" href="/sso/google">Sign in with Google</a>'
+        '<a data-provider="okta" href="/sso/okta">Sign in with Okta</a></body></html>'), [])
+    connection = new_connection()
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    ids = [choice["id"] for choice in record["choices"]]
+    assert sorted(ids) == sorted(set(ids)) and len(ids) == 2
