@@ -4,7 +4,6 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from app.auth_connections import health
-from app.core.db import db
 
 auth_cli = AppGroup("auth", help="Managed auth connections.")
 
@@ -13,7 +12,6 @@ auth_cli = AppGroup("auth", help="Managed auth connections.")
 def check_command():
     """Run the health checks that are due now."""
     config = current_app.config
-    with db.connection_context():
-        checked = health.run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"],
-                                 base_url=health.base_url(current_app), limit=10000)
+    checked = health.run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"],
+                             base_url=health.base_url(current_app), limit=10000)
     click.echo(f"checked {checked} auth connection(s)")

@@ -16,16 +16,21 @@ from app.auth_connections import credentials, loginflow
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import AUTHENTICATED, NEEDS_AUTH, REAUTH, AuthConnection, HealthCheck
 from app.core import clock, periodic
+from app.core.db import db
 from app.profiles.models import Profile
 
 logger = logging.getLogger(__name__)
 
 
 def check(connection, *, timeout, base_url):
-    """Check one connection now; returns the HealthCheck recorded."""
+    """Check one connection now; returns the HealthCheck recorded.
+
+    The site is asked without a database connection held (it may take the whole timeout).
+    """
     previous = connection.status
     driver = FormLogin(allowed_hosts=credentials.allowed_hosts(connection), timeout=timeout)
-    driver.load_cookies(Profile.get_by_id(connection.profile_id).state()["cookies"])
+    with db.connection_context():
+        driver.load_cookies(Profile.get_by_id(connection.profile_id).state()["cookies"])
     error_code = error_message = None
     try:
         page = driver.check(connection.post_login_url or credentials.login_url(connection))
@@ -36,27 +41,32 @@ def check(connection, *, timeout, base_url):
         # The site could not be asked: the status stays what it was.
         status, error_code, error_message = previous, error.code, str(error)
     now = clock.now()
-    result = HealthCheck.create(connection=connection.id, status=status, previous_status=previous, checked_at=now,
-                                error_code=error_code, error_message=error_message)
     next_check = now + timedelta(seconds=connection.health_check_interval) if connection.health_checks else None
-    (AuthConnection.update(status=status, last_auth_check_at=now, next_check_at=next_check)
-     .where(AuthConnection.id == connection.id).execute())
-    connection.status = status
-    if status == NEEDS_AUTH and previous == AUTHENTICATED and connection.auto_reauth and connection.credential_ref:
-        loginflow.start(connection, REAUTH, base_url=base_url)
+    with db.connection_context():
+        result = HealthCheck.create(connection=connection.id, status=status, previous_status=previous,
+                                    checked_at=now, error_code=error_code, error_message=error_message)
+        (AuthConnection.update(status=status, last_auth_check_at=now, next_check_at=next_check)
+         .where(AuthConnection.id == connection.id).execute())
+        connection.status = status
+        if (status == NEEDS_AUTH and previous == AUTHENTICATED and connection.auto_reauth
+                and connection.credential_ref):
+            loginflow.start(connection, REAUTH, base_url=base_url)
     return result
 
 
 def run_due(*, timeout, base_url, limit=20):
     """Check the connections whose check is due; returns how many were checked."""
     now = clock.now()
-    due = list(AuthConnection.select().where(AuthConnection.health_checks & AuthConnection.next_check_at.is_null(False)
-                                             & (AuthConnection.next_check_at <= now)).limit(limit))
+    with db.connection_context():
+        due = list(AuthConnection.select().where(
+            AuthConnection.health_checks & AuthConnection.next_check_at.is_null(False)
+            & (AuthConnection.next_check_at <= now)).limit(limit))
     checked = 0
     for connection in due:
-        claimed = (AuthConnection.update(next_check_at=now + timedelta(seconds=connection.health_check_interval))
-                   .where((AuthConnection.id == connection.id)
-                          & (AuthConnection.next_check_at == connection.next_check_at)).execute())
+        with db.connection_context():
+            claimed = (AuthConnection.update(next_check_at=now + timedelta(seconds=connection.health_check_interval))
+                       .where((AuthConnection.id == connection.id)
+                              & (AuthConnection.next_check_at == connection.next_check_at)).execute())
         if claimed:
             try:
                 check(connection, timeout=timeout, base_url=base_url)

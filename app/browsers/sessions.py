@@ -15,7 +15,7 @@ from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession, BrowserTag
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock, periodic
-from app.core.db import exclusive, save_or_conflict
+from app.core.db import db, exclusive, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension
@@ -225,7 +225,8 @@ def _end_idle(org_id=None):
 @periodic.every("BROWSER_IDLE_SWEEP_SECONDS")
 def end_idle_sessions():
     """Sessions end at their idle deadline even when nobody looks (each worker sweeps)."""
-    after_end(_end_idle())
+    with db.connection_context():
+        after_end(_end_idle())
 
 
 def _end_timed_out(session, announce=True):

@@ -17,7 +17,7 @@ from peewee import fn
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.core import clock, periodic
-from app.core.db import exclusive
+from app.core.db import db, exclusive
 from app.streams import channels, telemetry_buffers
 
 ROWS_PER_INSERT = 500
@@ -189,7 +189,8 @@ def _first_id_since(session, since_us):
 
 @periodic.every("TELEMETRY_PRUNE_INTERVAL_SECONDS")
 def prune_archive():
-    prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
+    with db.connection_context():
+        prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
     # Buffers and channels nobody used for a while are only caches and wake-up signals: drop them.
     idle = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
     telemetry_buffers().discard_idle(idle)

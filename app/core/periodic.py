@@ -1,7 +1,8 @@
 """Work each worker process does on a timer: areas register tasks, wsgi.py starts the loop.
 
-A task is `fn()` run in an app context with a database connection, every
-`app.config[interval_key]` seconds (0 or None: never). Tasks must tolerate running in
+A task is `fn()` run in an app context every `app.config[interval_key]` seconds (0 or
+None: never); it opens short database connections itself (`db.connection_context()`),
+never one held while it waits on something else. Tasks must tolerate running in
 several workers at once (each claims its rows, or is idempotent). The loop is a
 daemon thread, a greenlet under gunicorn's gevent worker; it stops with the worker.
 """
@@ -10,7 +11,6 @@ import threading
 import time
 
 from app.core import shutdown
-from app.core.db import db
 
 logger = logging.getLogger(__name__)
 _tasks = []
@@ -34,8 +34,7 @@ def run_due(app, last_run, now):
         last_run[fn] = now
         with app.app_context():
             try:
-                with db.connection_context():
-                    fn()
+                fn()
             except Exception:  # noqa: BLE001 - one failing task must not stop the others
                 logger.exception("periodic task %s failed", fn.__qualname__)
 
