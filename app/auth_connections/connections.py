@@ -129,6 +129,11 @@ def listing(project, *, domain=None, profile_name=None, query=None):
 
 def record(connection):
     """The ManagedAuth record: settings, status, and the newest flow's state."""
+    flow = connection.current_flow()
+    # Read after the flow: a flow's end and the connection's new status commit together, so
+    # the connection read now is at least as new as the flow (never SUCCESS with NEEDS_AUTH).
+    connection = (AuthConnection.select(AuthConnection, Profile).join(Profile).switch(AuthConnection)
+                  .where(AuthConnection.id == connection.id).get())
     credential = connection.credential_ref
     out = {
         "id": connection.id, "domain": connection.domain, "profile_name": connection.profile.name,
@@ -148,7 +153,6 @@ def record(connection):
     for key in ("last_auth_at", "last_auth_check_at"):
         if getattr(connection, key):
             out[key] = clock.isoformat(getattr(connection, key))
-    flow = connection.current_flow()
     if flow is not None:
         if flow.is_overdue:
             flow = loginflow.expire(flow)

@@ -1,8 +1,31 @@
+import threading
 import time
 
 import pytest
 
+from app.auth_connections.models import CANCELED, IN_PROGRESS, LoginFlow
+from app.core.db import db
+from app.streams import channels
 from tests.login_site import LoginSite
+
+
+@pytest.fixture(autouse=True)
+def runners_end_with_the_test(app):
+    """Flow runners are background threads: end their flows and wait for them after each test.
+
+    A runner outliving its test would run on while the next test's app takes over the
+    database proxy, and could leave a connection of the old pool open.
+    """
+    yield
+    with app.app_context(), db.connection_context():
+        running = list(LoginFlow.select(LoginFlow.id, LoginFlow.connection).where(LoginFlow.status == IN_PROGRESS))
+        LoginFlow.update(status=CANCELED).where(LoginFlow.status == IN_PROGRESS).execute()
+    for flow in running:
+        channels().append(f"auth:{flow.connection_id}", "state")
+    for thread in threading.enumerate():
+        if thread.name.startswith("login-flow-"):
+            thread.join(timeout=10)
+            assert not thread.is_alive(), f"{thread.name} did not end"
 
 
 @pytest.fixture

@@ -216,7 +216,8 @@ def test_a_health_check_finds_the_session_gone_and_reauth_logs_in_again(app, cli
                                       "values": {"username": "carol", "password": "carol-password"}})
     connection = new_connection(credential={"name": "carol"})
     start(client, connection["id"])
-    assert wait_for(connection["id"], finished)["status"] == "AUTHENTICATED"
+    first = wait_for(connection["id"], finished)
+    assert first["status"] == "AUTHENTICATED", first
 
     def check():
         with app.test_request_context(), db.connection_context():
