@@ -34,6 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from invocation_fanout import request  # noqa: E402  (bench/ is this script's first sys.path entry)
+
 from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 SESSION = {"telemetry": {"enabled": True, "browser": {"console": {"enabled": True}}}, "timeout_seconds": 3600}
@@ -43,16 +45,6 @@ CAPACITY = 1024
 
 def console_log(text):
     return {"type": "console_log", "source": {"kind": "cdp"}, "data": {"text": text, "level": "log"}}
-
-
-def request(conn, method, path, key, body=None):
-    conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = response.read()
-    if response.status >= 400:
-        raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
-    return json.loads(data) if data else None
 
 
 def call(host, port, method, path, key, body=None):

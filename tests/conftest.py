@@ -10,6 +10,7 @@ from app.core import clock, migrations
 from app.core.db import db, open_database
 from app.orgs.onboarding import create_organization
 from tests.fakes import FakeConnect
+from tests.login_site import LoginSite
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
 TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
@@ -113,6 +114,15 @@ def anonymous(app):
 def connect():
     """A 1Password Connect look-alike on 127.0.0.1 with a token of its own."""
     server = FakeConnect(token=f"connect-token-{uuid.uuid4().hex[:8]}").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def site():
+    """The login test website (tests/login_site.py) on 127.0.0.1, fresh per test (its sessions and
+    texted codes are the test's)."""
+    server = LoginSite().start()
     yield server
     server.stop()
 

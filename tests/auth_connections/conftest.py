@@ -6,7 +6,6 @@ import pytest
 from app.auth_connections.models import CANCELED, IN_PROGRESS, LoginFlow
 from app.core.db import db
 from app.streams import channels
-from tests.login_site import LoginSite
 
 
 @pytest.fixture(autouse=True)
@@ -26,14 +25,6 @@ def runners_end_with_the_test(app):
         if thread.name.startswith("login-flow-"):
             thread.join(timeout=10)
             assert not thread.is_alive(), f"{thread.name} did not end"
-
-
-@pytest.fixture
-def site():
-    """The test website (tests/login_site.py) on 127.0.0.1."""
-    server = LoginSite().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ alice has an authenticator app (TOTP), bob picks SMS or the app. A person's side
 played with submit(); the flow is watched with follow() (read in a thread, so a stream
 that never ends fails the test instead of hanging it) or by polling retrieve().
 """
-import queue
 import subprocess
 import threading
 import time
@@ -24,22 +23,12 @@ from kernel.types.auth import LoginResponse, ManagedAuth, ManagedAuthTimelineEve
 from kernel.types.auth.connection_follow_response import ManagedAuthStateEvent
 
 from tests.live_server import BIN, ROOT
-from tests.login_site import LoginSite
 from tests.sdk.conftest import unique
+from tests.sdk.streams import WAIT, Reader
 
 # Above the server's 15 s heartbeat interval, so an idle stream never trips the SDK's read timeout.
 READ_TIMEOUT = 30.0
-# The longest wait for one frame, one flow state, or a stream's end.
-WAIT = 10.0
 DOMAIN = "127.0.0.1"
-
-
-@pytest.fixture
-def site():
-    """The test website on 127.0.0.1 (a fresh one per test: its sessions and texted codes are the test's)."""
-    server = LoginSite().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -94,61 +83,6 @@ def prompt_after(interaction_id=None):
 
 def field_ids(prompt):
     return {field.type: field.id for field in prompt.fields}
-
-
-END = object()
-
-
-class Reader:
-    """Iterates an SDK stream in a thread; items arrive in a queue, then END (or the error).
-
-    The stream is opened in the thread too, so a server that held back its headers could
-    not hang the test.
-    """
-
-    def __init__(self, open_stream):
-        self.open_stream = open_stream
-        self.items = queue.Queue()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        try:
-            with self.open_stream() as stream:
-                for item in stream:
-                    self.items.put(item)
-        except Exception as error:  # raised again in the test thread
-            self.items.put(error)
-        finally:
-            self.items.put(END)
-
-    def next(self, timeout=WAIT):
-        try:
-            item = self.items.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"nothing from the stream within {timeout} s") from None
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def until(self, predicate):
-        """Frames up to and including the first one for which predicate(frame) holds."""
-        taken = []
-        while True:
-            item = self.next()
-            assert item is not END, f"the stream ended after {[(f.flow_status, f.flow_step) for f in taken]}"
-            taken.append(item)
-            if predicate(item):
-                return taken
-
-    def rest(self):
-        """Every frame until the stream ends (it must end within WAIT of the last one)."""
-        taken = []
-        while (item := self.next()) is not END:
-            taken.append(item)
-        self.thread.join(timeout=WAIT)
-        assert not self.thread.is_alive()
-        return taken
 
 
 def follow(client, connection_id):

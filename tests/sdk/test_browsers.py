@@ -11,7 +11,6 @@ Streams are read by `Reader`, in a thread, so a stream that never ends fails the
 instead of hanging it.
 """
 import queue
-import threading
 import time
 from datetime import datetime, timezone
 
@@ -35,11 +34,11 @@ from kernel.types.browsers import (
 )
 
 from tests.sdk.conftest import ORG_MAX_CONCURRENT_SESSIONS, unique
+from tests.sdk.streams import END, WAIT, Reader
 
 # Above the server's 15 s keepalive interval, so an idle stream never trips the SDK's read timeout.
 READ_TIMEOUT = 30.0
 # The longest wait for one stream item or for a stream's end (the server notices an end within ~1 s).
-WAIT = 10.0
 APP_LOG = "/var/log/app.log"
 CONSOLE_ON = {"enabled": True, "browser": {"console": {"enabled": True}}}
 BASE_TS = int(datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp() * 1_000_000)  # Unix microseconds
@@ -131,61 +130,6 @@ def driver(live_server, project):
 def streams(browsers):
     """A client of the same project whose reads may wait for a keepalive."""
     return browsers.with_options(timeout=READ_TIMEOUT)
-
-
-END = object()
-
-
-class Reader:
-    """Iterates an SDK stream in a thread; items arrive in a queue, then END (or the error).
-
-    The stream is opened in the thread too: the SDK's call returns only once the server
-    sent its headers, so a server that held them back could not hang the test.
-    """
-
-    def __init__(self, open_stream):
-        self.open_stream = open_stream
-        self.items = queue.Queue()
-        self.status_code = None
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        try:
-            with self.open_stream() as stream:
-                self.status_code = stream.response.status_code
-                for item in stream:
-                    self.items.put(item)
-        except Exception as error:  # raised again in the test thread
-            self.items.put(error)
-        finally:
-            self.items.put(END)
-
-    def next(self, timeout=WAIT):
-        try:
-            item = self.items.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"nothing from the stream within {timeout} s") from None
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def take(self, count):
-        taken = []
-        for _ in range(count):
-            item = self.next()
-            assert item is not END, f"the stream ended after {taken}"
-            taken.append(item)
-        return taken
-
-    def rest(self):
-        """Every item until the stream ends (it must end within WAIT of the last item)."""
-        taken = []
-        while (item := self.next()) is not END:
-            taken.append(item)
-        self.thread.join(timeout=WAIT)
-        assert not self.thread.is_alive()
-        return taken
 
 
 def read_all(stream):
