@@ -422,14 +422,8 @@ class Runner:
         return recorded
 
     def finish(self, status, **changes):
-        changes.update(status=status, submission=None)
-        if status != SUCCESS:
-            changes.setdefault("step", self._current_step())
-        return self.update(**changes)
-
-    def _current_step(self):
-        with db.connection_context():
-            return self.flow().step
+        """End the flow (its step stays where it failed); False if it had ended already."""
+        return self.update(status=status, submission=None, **changes)
 
     def flow(self):
         flow = LoginFlow.get_or_none(LoginFlow.id == self.flow_id)

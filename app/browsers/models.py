@@ -72,8 +72,12 @@ class BrowserSession(BaseModel):
             by_id = by_id.where(cls.deleted_at.is_null())
         session = by_id.first() or in_project.where((cls.name == id_or_name) & cls.deleted_at.is_null()).first()
         if session is None:
-            raise not_found(f"Browser session {id_or_name!r} not found.", code="browser_not_found")
+            raise cls.missing(id_or_name)
         return session
+
+    @staticmethod
+    def missing(id_or_name):
+        return not_found(f"Browser session {id_or_name!r} not found.", code="browser_not_found")
 
     @classmethod
     def active(cls):

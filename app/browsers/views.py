@@ -13,17 +13,19 @@ blp = Blueprint("browsers", __name__, url_prefix="/browsers",
                 description="Browser sessions, their telemetry and their logs.")
 
 
-def find(session_ref, *, include_deleted=False):
-    """The session (ended ones too when `include_deleted`), ended first if it timed out; a call
-    naming an active session is activity that keeps it alive."""
-    session = BrowserSession.lookup(g.project, session_ref, include_deleted=True)
+def find(session_ref, *, include_deleted=False, activity=True):
+    """The session (ended ones too when `include_deleted`), ended first if it timed out.
+
+    A call naming an active session is activity that keeps it alive; the ingest views
+    pass `activity=False` because ingest records its own activity.
+    """
+    session = BrowserSession.lookup(g.project, session_ref, include_deleted=include_deleted)
     if session.is_idle_too_long and sessions.end_if_idle(session):
-        session = BrowserSession.get_by_id(session.id)
-    if not session.is_active:
         if not include_deleted:
-            BrowserSession.lookup(g.project, session_ref)  # 404, or the active one of that name
-        return session
-    sessions.touch(session)
+            raise BrowserSession.missing(session_ref)
+        session = BrowserSession.get_by_id(session.id)
+    if session.is_active and activity:
+        sessions.touch(session)
     return session
 
 
@@ -80,7 +82,8 @@ class TelemetryEvents(MethodView):
     @blp.alt_response(409, description="the session has ended")
     def post(self, events, session_ref):
         """Add telemetry events (Lantern: for the session's driver); seq is assigned here"""
-        accepted, dropped, last_seq = telemetry.ingest(find(session_ref, include_deleted=True), events)
+        session = find(session_ref, include_deleted=True, activity=False)
+        accepted, dropped, last_seq = telemetry.ingest(session, events)
         return {"accepted": accepted, "dropped": dropped, "last_seq": last_seq}
 
 
@@ -121,5 +124,5 @@ class LogLines(MethodView):
     @blp.alt_response(409, description="the session has ended")
     def post(self, args, session_ref):
         """Add lines to a log of the session (Lantern: for the session's driver)"""
-        session = find(session_ref, include_deleted=True)
+        session = find(session_ref, include_deleted=True, activity=False)
         return {"accepted": logs.ingest(session, args["source"], args["log_name"], args["lines"])}
