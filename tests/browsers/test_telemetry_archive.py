@@ -3,6 +3,7 @@
 The rules: spec part 4 "Browser telemetry" (paging rules 1-4, query parameters), contract 6.8.3;
 DESIGN.md 1 (offset is an integer cursor, never a seq; category repeated or comma-joined).
 """
+import logging
 from datetime import timedelta
 
 import pytest
@@ -448,3 +449,14 @@ def test_prune_function_keeps_newer_events(app, client, frozen):
     assert seqs(read(client, session_id, since="1d")[0]) == [4]
     # seqs keep rising after a prune
     assert ingest(client, session_id, [console("after")])["last_seq"] == 5
+
+
+def test_a_burst_is_archived_in_a_few_statements_not_one_per_event(client, frozen, caplog):
+    session_id = new_session(client)
+    with caplog.at_level(logging.DEBUG, logger="peewee"):
+        ingest(client, session_id, [console(n) for n in range(1000)])
+    inserts = [r for r in caplog.records if 'INSERT INTO "telemetry_event"' in r.getMessage()]
+    seq_updates = [r for r in caplog.records
+                   if 'UPDATE "browser_session"' in r.getMessage() and '"last_seq"' in r.getMessage()]
+    assert len(inserts) == 2  # 500 rows per statement
+    assert len(seq_updates) == 1  # the whole batch takes its seqs at once
