@@ -1,29 +1,24 @@
 """flask-smorest wired to the spec's error body and 400 for invalid input."""
-import json
-
 import flask_smorest
 from flask_smorest.arguments import ArgumentsMixin
 from webargs import core
 from webargs.flaskparser import is_json_request
 
-from app.core.errors import ApiError, ErrorSchema, handle_http_exception
-
-
-def _refuse_constant(name):
-    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+from app.core import strictjson
+from app.core.errors import ErrorSchema, bad_request, handle_http_exception
 
 
 class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
     DEFAULT_VALIDATION_STATUS = 400
 
     def _raw_load_json(self, req):
-        # Python's parser takes NaN and Infinity, which no JSON client could read back.
-        if not is_json_request(req):
+        body = req.get_data(cache=True)
+        if not is_json_request(req) or not body:
             return core.missing
-        return json.loads(req.get_data(cache=True), parse_constant=_refuse_constant)
-
-    def _handle_invalid_json_error(self, error, req, *args, **kwargs):
-        raise ApiError(400, "bad_request", "The request body is not valid JSON.")
+        try:
+            return strictjson.loads(body)
+        except strictjson.InvalidJson as error:
+            raise bad_request(f"The request body {error}.") from None
 
 
 class Blueprint(flask_smorest.Blueprint):

@@ -1,9 +1,8 @@
 """Request and response shapes of invocations (contract 6.6)."""
-import json
-
 import marshmallow as ma
 from marshmallow import validate
 
+from app.core import strictjson
 from app.core.fields import JsonBoolean, JsonInteger, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.core.timewindow import TimePoint
@@ -14,9 +13,9 @@ STATUSES = [QUEUED, RUNNING, SUCCEEDED, FAILED]
 
 def json_text(value):
     try:
-        json.loads(value)
-    except ValueError:
-        raise ma.ValidationError("Must be a JSON document encoded as a string.") from None
+        strictjson.loads(value)
+    except strictjson.InvalidJson as error:
+        raise ma.ValidationError(f"Must be a JSON document encoded as a string; this one {error}.") from None
 
 
 class InvocationSchema(ma.Schema):
