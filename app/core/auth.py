@@ -51,12 +51,18 @@ def authenticate():
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Missing or malformed Authorization header; expected 'Bearer <api key>'.")
     key = key_with_home_project.first(hash_key(token))
-    if key is None or key.deleted_at is not None:
+    # A key scoped to an archived or deleted project is as unusable as a deleted key, and
+    # answers the same: a 404 naming the project would tell the caller the key is real.
+    if key is None or key.deleted_at is not None or (key.project_id is not None and not _live(key.home_project)):
         raise unauthorized("Invalid API key.")
     if key.is_expired:
         raise unauthorized("This API key has expired.")
     g.api_key, g.org = key, key.org
     g.project = resolve_project(key)
+
+
+def _live(project):
+    return project is not None and project.id is not None and project.status == ACTIVE
 
 
 def resolve_project(key):
@@ -76,7 +82,7 @@ def resolve_project(key):
     if key.project_id is not None and project is not None and project.id != key.project_id:
         raise forbidden("This API key is scoped to another project.")
     project = project or key.home_project
-    if project is None or project.id is None or project.status != ACTIVE:
+    if not _live(project):
         raise project_not_found()
     return project
 

@@ -125,8 +125,11 @@ def test_the_project_a_request_acts_in(app, client, whoami):
     assert client.get("/probe").get_json() == {"project": "scoped"}
     client.patch(f"/org/projects/{scoped_to['id']}", json={"status": "archived"})
     assert client.get("/probe").get_json() == {"project": "later"}
-    response = scoped.get("/probe")
-    assert response.status_code == 404 and response.get_json()["code"] == "project_not_found"
+    # The scoped key is now unusable, and says no more than any unusable key (not "project not found").
+    for path in ("/probe", "/org/api_keys", "/org/limits"):
+        response = scoped.get(path)
+        assert response.status_code == 401, path
+        assert response.get_json() == {"code": "unauthorized", "message": "Invalid API key.", "details": []}
 
 
 def test_options_needs_a_key_too(anonymous):
