@@ -6,8 +6,9 @@ FLASK := $(BIN)/flask --app app
 HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
-# Every open SSE stream holds one connection of a gevent worker.
-WORKER_CONNECTIONS ?= 1000
+# Every open SSE stream holds one connection of a gevent worker (7-16 KiB each when idle);
+# each worker admits streams up to this less 100 kept for ordinary requests.
+WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
@@ -34,7 +35,7 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 run: install
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
-	$(BIN)/gunicorn --worker-class gevent --workers $(WORKERS) \
+	$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
 
 test: install-test

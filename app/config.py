@@ -55,6 +55,15 @@ class DefaultConfig:
     SSE_HEARTBEAT_SECONDS = 15
     STREAM_POLL_SECONDS = 1.0
     STREAM_CHANNEL_CAPACITY = 1024
+    # Stream admission (app/core/streamslots.py): each worker admits at most STREAMS_PER_WORKER
+    # streams (None: its gunicorn worker_connections less STREAMS_RESERVED_CONNECTIONS, kept for
+    # ordinary requests; STREAMS_DEFAULT_WORKER_CONNECTIONS outside gunicorn), and one organization
+    # at most STREAMS_PER_ORG of them (None: half the worker's cap); past either, 503 with this Retry-After.
+    STREAMS_PER_WORKER = None
+    STREAMS_RESERVED_CONNECTIONS = 100
+    STREAMS_DEFAULT_WORKER_CONNECTIONS = 1000
+    STREAMS_PER_ORG = None
+    STREAMS_RETRY_AFTER_SECONDS = 5
 
     # Invocations: how long a sync create waits for the result; the default async
     # timeout; Retry-After of a 429; longest log line kept whole (longer ones are cut).
@@ -116,7 +125,11 @@ class DefaultConfig:
     OPENAPI_URL_PREFIX = "/"
     OPENAPI_JSON_PATH = "openapi.json"
     OPENAPI_SWAGGER_UI_PATH = "docs"
-    OPENAPI_SWAGGER_UI_URL = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
+    # Where /docs loads Swagger UI's files from: a path here is served by Lantern itself from the
+    # pinned flask-swagger-ui package (app/core/docs.py), so the docs work offline; a URL (a CDN) is
+    # used as it is. No online validator badge: it would send the document's URL to swagger.io.
+    OPENAPI_SWAGGER_UI_URL = "/docs/assets/"
+    OPENAPI_SWAGGER_UI_CONFIG = {"validatorUrl": None}
     API_SPEC_OPTIONS = {
         "info": {"description": "Organization Management and Browser Automation API, self-hosted."},
         "components": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},

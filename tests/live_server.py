@@ -124,12 +124,12 @@ def private_database(workdir):
 
 @contextmanager
 def gunicorn(env, log_path, workers=1, worker_connections=1000):
-    """`gunicorn --worker-class gevent wsgi:app` on a free port; yields its base URL."""
+    """`gunicorn --config gunicorn.conf.py wsgi:app` (gevent workers) on a free port; yields its base URL."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "--worker-class", "gevent", "--workers", str(workers),
+            [str(BIN / "gunicorn"), "--config", str(ROOT / "gunicorn.conf.py"), "--workers", str(workers),
              "--worker-connections", str(worker_connections),
              "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
              # gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, shared with any other server.

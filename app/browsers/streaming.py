@@ -119,6 +119,7 @@ def _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds):
             yield f"id: {cursor}\n\n" if skipped else sse.comment()
             skipped, next_keepalive = False, now + heartbeat_seconds
         buffers.wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_keepalive - now)))
+        yield sse.IDLE
         if shutdown.stopping.is_set():
             return  # clients resume with Last-Event-ID
         discarded = buffers.latest_seq(subject) < seen
@@ -192,6 +193,7 @@ def follow_logs(session, *, source, log_name, follow=True, last_event_id=None, r
             yield sse.comment()
             next_keepalive = now + heartbeat_seconds
         woke = channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_keepalive - now)))
+        yield sse.IDLE
         if shutdown.stopping.is_set():
             return
         if woke and channels().latest_seq(subject) <= seen:

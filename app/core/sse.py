@@ -4,13 +4,17 @@ Every data frame is one JSON document (the SDK json-decodes each frame);
 resumable frames carry `id:`; keepalives are comment lines, which the SDK ignores.
 """
 import json
+import select
+import socket
 
-from flask import Response
+from flask import Response, g, request
 
-from app.core import clock
+from app.core import clock, streamslots
 
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAM_DOC = {"type": "string", "description": "text/event-stream; each data: line is one JSON document"}
+# Yielded by a stream loop after each wait (never sent): the moment to notice a client that left.
+IDLE = object()
 
 
 def frame(data, event_id=None):
@@ -36,24 +40,46 @@ def comment(text="keepalive"):
 
 
 def stream(frames):
-    """A streaming response over a generator of frames.
+    """A streaming response over a generator of frames, admitted under this worker's stream caps.
 
     It opens with a comment: servers send the status and headers with the first
     chunk, so without one a client would wait for the first event (or keepalive).
     The generator owns its clean-up in try/finally: when the client goes away,
-    the server closes the response, which closes the generator and runs it.
+    the server closes the response, which closes the generator and runs it. An
+    idle stream writes nothing for a heartbeat interval, so a client that left is
+    noticed at each `IDLE` from the loop instead (about once a poll interval) and
+    its slot is given back then.
     """
-    return Response(_opened(frames), mimetype="text/event-stream", headers=HEADERS)
+    slot = streamslots.admit(g.org.id if "org" in g else None)
+    response = Response(_opened(frames, request.environ.get("gunicorn.socket")),
+                        mimetype="text/event-stream", headers=HEADERS)
+    response.call_on_close(slot.release)  # also when the body is never iterated
+    return response
 
 
-def _opened(frames):
+def _opened(frames, client):
     try:
         yield comment("stream open")
-        yield from frames
+        for item in frames:
+            if item is not IDLE:
+                yield item
+            elif _gone(client):
+                return
     finally:
         close = getattr(frames, "close", None)
         if close:
             close()
+
+
+def _gone(client):
+    """True once the peer closed its side: readable with nothing to read."""
+    if client is None:
+        return False
+    try:
+        readable, _, _ = select.select([client], [], [], 0)
+        return bool(readable) and not client.recv(1, socket.MSG_PEEK)
+    except (OSError, ValueError):
+        return True
 
 
 def last_event_id(request):

@@ -71,6 +71,7 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
                 yield sse.heartbeat()
                 next_heartbeat = now + heartbeat_seconds
             channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
+            yield sse.IDLE
             if shutdown.stopping.is_set():
                 yield sse.restarting()
                 return

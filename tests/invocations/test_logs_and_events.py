@@ -151,8 +151,9 @@ def test_a_stopping_worker_ends_open_streams(app, client, invoke, frames_of, mon
     app.config["STREAM_POLL_SECONDS"] = 0.05
     invocation = invoke().get_json()
     monkeypatch.setattr(shutdown, "stopping", __import__("threading").Event())
+    response = follow(client, invocation["id"])  # open before the stop (new streams are refused after it)
     shutdown.stopping.set()
-    frames = frames_of(follow(client, invocation["id"]), timeout=5)
+    frames = frames_of(response, timeout=5)
     # Replayed, then an error frame tells the follower the stream was cut, and it ends.
     assert [d["event"] for _, d in frames] == ["invocation_state", "error"]
     assert frames[-1][1]["error"]["code"] == "server_restarting"

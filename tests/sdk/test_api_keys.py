@@ -436,9 +436,9 @@ def test_a_key_scoped_to_an_archived_project_stops_working_until_reactivated(sdk
     key = sdk.api_keys.create(name=unique("scoped-archived"), project_id=project.id)
     scoped = make_client(key.key)
     sdk.projects.update(project.id, status="archived")
-    with pytest.raises(kernel.NotFoundError) as caught:
+    with pytest.raises(kernel.AuthenticationError) as caught:  # like any unusable key: nothing about the project
         scoped.api_keys.retrieve(key.id)
-    assert caught.value.body["code"] == "project_not_found"
+    assert caught.value.body["code"] == "unauthorized"
     sdk.projects.update(project.id, status="active")
     assert scoped.api_keys.retrieve(key.id).id == key.id
 

@@ -1,0 +1,112 @@
+"""How gunicorn runs Lantern: `gunicorn --config gunicorn.conf.py wsgi:app` (make run does).
+
+Workers are gevent workers with two changes that keep one client from stalling a
+worker or getting an answer no API client can read:
+- a request whose body the app answered without reading (a 401 or 413 before a
+  large upload) ends its connection instead of keeping it alive: gunicorn would
+  otherwise read and discard the rest of the body before the next request, which
+  blocks the worker for as long as the client cares to send;
+- what gunicorn refuses before the app sees it (a request line past
+  limit_request_line, headers past their limits, a malformed request) is answered
+  with the API's JSON error body instead of an HTML page.
+Command-line flags override these settings.
+"""
+import json
+import socket
+import time
+
+import gevent
+from gunicorn.http import errors
+from gunicorn.http.body import ChunkedReader, LengthReader
+from gunicorn.workers.ggevent import GeventWorker
+
+# Longest request line (method, path and query) gunicorn reads: its maximum. Longer is 414.
+limit_request_line = 8190
+graceful_timeout = 30
+# How long a connection closed on an unread body reads on (and discards), so that the
+# close does not reset it before the client has read the answer.
+LINGER_SECONDS = 1.0
+
+
+class LanternWorker(GeventWorker):
+    def handle_request(self, listener_name, req, sock, addr):
+        super().handle_request(listener_name, req, sock, addr)
+        if _body_left_unread(req):
+            _linger(sock)
+            raise StopIteration("the app answered without reading the request body")
+
+    def handle_error(self, req, client, addr, exc):
+        refusal = _refusal(exc)
+        if refusal is None:
+            return super().handle_error(req, client, addr, exc)
+        status, reason, code, message = refusal
+        self.log.warning("Refused request from ip=%s: %s %s", (addr or ("",))[0], status, exc)
+        body = json.dumps({"code": code, "message": message, "details": []}).encode()
+        head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        try:
+            client.sendall(head + body)
+        except OSError:
+            pass
+
+
+worker_class = LanternWorker
+
+
+def post_worker_init(worker):
+    from app.core import streamslots
+
+    streamslots.set_worker_connections(worker.cfg.worker_connections)
+
+
+def _body_left_unread(req):
+    reader = getattr(req.body, "reader", None)
+    if isinstance(reader, LengthReader):
+        return reader.length > 0
+    if isinstance(reader, ChunkedReader):
+        return reader.parser is not None
+    return False
+
+
+# What gunicorn refuses before the app sees the request, as (status, reason, code);
+# other parse errors are 400, and gunicorn's own faults keep its handling.
+_REFUSALS = [
+    (errors.LimitRequestLine, 414, "URI Too Long", "uri_too_long"),
+    (errors.LimitRequestHeaders, 431, "Request Header Fields Too Large", "request_header_fields_too_large"),
+    (errors.UnsupportedTransferCoding, 501, "Not Implemented", "not_implemented"),
+    (errors.ExpectationFailed, 417, "Expectation Failed", "expectation_failed"),
+    (errors.ForbiddenProxyRequest, 403, "Forbidden", "forbidden"),
+    ((errors.InvalidResponseHeader, errors.InvalidResponseHeaderName, errors.ConfigurationProblem), None, None, None),
+    (errors.ParseException, 400, "Bad Request", "bad_request"),
+]
+
+
+def _linger(sock):
+    """Half-close, then discard what the client still sends for a moment, yielding between reads
+    (data already there would otherwise be read without ever letting other greenlets run)."""
+    deadline = time.monotonic() + LINGER_SECONDS
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        while (remaining := deadline - time.monotonic()) > 0:
+            sock.settimeout(remaining)
+            if not sock.recv(65536):
+                break
+            gevent.sleep(0)
+    except OSError:
+        pass
+
+
+def _refusal(exc):
+    """(status, reason, code, message) for a request gunicorn refuses; None for its own faults."""
+    for kind, status, reason, code in _REFUSALS:
+        if isinstance(exc, kind):
+            break
+    else:
+        return None
+    if status is None:
+        return None
+    if status == 414:
+        message = f"The request line (method, path and query) is longer than {limit_request_line} bytes."
+    else:
+        message = f"The request was refused before it reached Lantern: {reason}."
+    return status, reason, code, message
