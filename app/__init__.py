@@ -33,6 +33,7 @@ def create_app(test_config=None):
 
 def register_blueprints(api):
     from app.auth_connections.hosted import blp as hosted_blp
+    from app.core.home import blp as home_blp
     from app.auth_connections.views import blp as auth_connections_blp
     from app.browsers.views import blp as browsers_blp
     from app.credentials.views import credentials_blp, providers_blp
@@ -42,7 +43,7 @@ def register_blueprints(api):
     from app.profiles.views import blp as profiles_blp
     from app.projects.views import legacy_blp, projects_blp
 
-    for blueprint in (api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
+    for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
                       profiles_blp, extensions_blp, invocations_blp, browsers_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
 

@@ -9,8 +9,10 @@ class DefaultConfig:
     # Largest request body read (413 beyond); JSON bodies of this API are small.
     MAX_CONTENT_LENGTH = 16 * 1024 * 1024
 
-    # Logging: one line per request at INFO, with its request id.
+    # Logging: one line per request at INFO, with its request id. LOG_FORMAT "text" escapes
+    # control characters (no forged lines); "json" writes one object per line for log shippers.
     LOG_LEVEL = "INFO"
+    LOG_FORMAT = "text"
 
     # Database. None means SQLite in the instance folder (`instance/lantern.db`).
     DATABASE_URL = None

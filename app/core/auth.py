@@ -12,7 +12,7 @@ from app.core.errors import ApiError, bad_request, forbidden, project_not_found
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
 
-PUBLIC_PATHS = {"/openapi.json", "/docs"}
+PUBLIC_PATHS = {"/", "/favicon.ico", "/openapi.json", "/docs"}
 # Routes that authorise themselves another way: the hosted login page (a flow's handoff code).
 PUBLIC_PREFIXES = ("/auth/hosted/",)
 

@@ -1,18 +1,63 @@
-"""One log line per request, tagged with a request id that is echoed back."""
+"""One log line per request, tagged with a request id that is echoed back; log formats.
+
+Paths, headers and exception texts come from clients, so a record can never span
+lines of its own making: the text format escapes control characters in the message
+and marks every further line of a record (a traceback) with "| "; the JSON format
+(`LOG_FORMAT = "json"`, for log shippers behind a proxy) writes one object per line.
+"""
+import json
 import logging
+import re
 import time
+from datetime import datetime, timezone
 
 from flask import g, request
 
+from app.core import clock
 from app.core.ids import new_id
 
 logger = logging.getLogger("app.requests")
+TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text):
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self):
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record):
+        return escape_controls(super().formatMessage(record))
+
+    def formatException(self, exc_info):
+        return "\n".join("| " + escape_controls(line) for line in super().formatException(exc_info).splitlines())
+
+    def formatStack(self, stack_info):
+        return "\n".join("| " + escape_controls(line) for line in stack_info.splitlines())
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record):
+        entry = {"time": clock.isoformat(datetime.fromtimestamp(record.created, timezone.utc)), "level": record.levelname,
+                 "process": record.process, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)  # ASCII: escapes control characters and any unpaired surrogate
+
+
+FORMATTERS = {"text": TextFormatter, "json": JsonFormatter}
 
 
 def init_app(app):
+    if app.config["LOG_FORMAT"] not in FORMATTERS:
+        raise ValueError(f"LOG_FORMAT must be one of {sorted(FORMATTERS)}, not {app.config['LOG_FORMAT']!r}")
     if not logging.getLogger().handlers and not app.testing:
-        logging.basicConfig(level=app.config["LOG_LEVEL"],
-                            format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+        handler = logging.StreamHandler()
+        handler.setFormatter(FORMATTERS[app.config["LOG_FORMAT"]]())
+        logging.basicConfig(level=app.config["LOG_LEVEL"], handlers=[handler])
 
     @app.before_request
     def start_timer():

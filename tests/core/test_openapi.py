@@ -22,3 +22,15 @@ def test_bearer_auth_errors_and_paging_are_described(anonymous):
     assert {p["name"] for p in listing["parameters"]} == {"limit", "offset", "name", "query"}
     assert spec["paths"]["/projects"]["get"]["deprecated"] is True
     assert "deprecated" not in spec["paths"]["/org/projects"]["get"]
+
+
+def test_the_root_points_to_the_docs_without_a_key(anonymous, caplog):
+    home = anonymous.get("/")
+    assert home.status_code == 200
+    assert home.get_json()["docs"] == "/docs" and home.get_json()["openapi"] == "/openapi.json"
+    for link in ("/docs", "/openapi.json"):
+        assert anonymous.get(home.get_json()[link.strip("/").split(".")[0]]).status_code == 200
+    caplog.set_level("INFO", logger="app.requests")
+    icon = anonymous.get("/favicon.ico")
+    assert icon.status_code == 204 and "max-age" in icon.headers["Cache-Control"]
+    assert not [r for r in caplog.records if " 401 " in r.getMessage()]
