@@ -5,7 +5,7 @@ from flask import Flask
 
 from app import config, streams
 from app.core import api as core_api
-from app.core import auth, blobs, crypto, db, errors, requestlog
+from app.core import auth, blobs, crypto, db, docs, errors, requestlog
 
 
 def create_app(test_config=None):
@@ -26,6 +26,7 @@ def create_app(test_config=None):
     auth.init_app(app)
     api = core_api.Api(app)
     register_blueprints(api)
+    docs.init_app(app)
     errors.register_error_handlers(app)
     register_commands(app)
     return app

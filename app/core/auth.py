@@ -13,8 +13,9 @@ from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
 
 PUBLIC_PATHS = {"/", "/favicon.ico", "/openapi.json", "/docs"}
-# Routes that authorise themselves another way: the hosted login page (a flow's handoff code).
-PUBLIC_PREFIXES = ("/auth/hosted/",)
+# Routes that authorise themselves another way: the hosted login page (a flow's handoff code);
+# and Swagger UI's files for /docs (app/core/docs.py), public like /docs itself.
+PUBLIC_PREFIXES = ("/auth/hosted/", "/docs/assets/")
 
 
 def unauthorized(message):
