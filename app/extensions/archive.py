@@ -4,8 +4,22 @@ import posixpath
 import stat
 import struct
 import zipfile
+import zlib
 
-CHUNK = 1024 * 1024
+READ_CHUNK = 16 * 1024  # compressed bytes read at a time
+INFLATE_CHUNK = 64 * 1024  # the most one inflate step may produce, so no entry is ever held whole
+MAX_MANIFEST_BYTES = 1024 * 1024
+# Chrome unpacks only these: an entry in any other method is one the browser would never load.
+LOADABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstd", 95: "xz", 98: "PPMd"}
+END_RECORD = struct.Struct("<4s4H2LH")
+ZIP64_LOCATOR = struct.Struct("<4sLQL")
+ZIP64_END_RECORD = struct.Struct("<4sQ2H2L4Q")
+CENTRAL_HEADER = struct.Struct("<4s24x3H12x")
+LOCAL_HEADER = struct.Struct("<4s2xHH4x3L2H")
+FLAG_ENCRYPTED, FLAG_DATA_DESCRIPTOR, FLAG_UTF8 = 0x1, 0x8, 0x800
+ZIP64_SIZE = 0xFFFFFFFF  # a local header size field that defers to the ZIP64 extra field
+NOT_A_ZIP = "The file is not a readable ZIP archive."
 
 
 class InvalidArchive(ValueError):
@@ -13,65 +27,213 @@ class InvalidArchive(ValueError):
 
 
 def validate_zip(fileobj, *, max_uncompressed, max_entries):
-    """Raise InvalidArchive unless `fileobj` is a readable ZIP of regular files and folders
-    (no symlinks, no encrypted or duplicate entries) with a manifest.json at its root (or in
-    its single top-level folder), no absolute or `..` paths, and at most `max_uncompressed`
-    bytes once extracted, counted by really inflating every entry, so headers that lie
-    about sizes do not get a zip bomb through."""
-    check_entry_count(fileobj, max_entries)
-    try:
-        archive = zipfile.ZipFile(fileobj)
-    except (zipfile.BadZipFile, OSError, ValueError):
-        raise InvalidArchive("The file is not a readable ZIP archive.") from None
-    with archive:
-        entries = archive.infolist()
-        names = set()
-        for entry in entries:
-            check_path(entry.filename)
-            check_kind(entry)
-            normalized = posixpath.normpath(entry.filename)
-            if normalized in names:
-                raise InvalidArchive(f"The archive holds {entry.filename!r} twice.")
-            names.add(normalized)
-        if sum(e.file_size for e in entries) > max_uncompressed:
-            raise InvalidArchive(f"The archive expands to more than {max_uncompressed} bytes.")
-        manifest = manifest_path([e.filename for e in entries])
-        total = 0
-        try:
-            for entry in entries:
-                with archive.open(entry) as member:
-                    while chunk := member.read(CHUNK):
-                        total += len(chunk)
-                        if total > max_uncompressed:
-                            raise InvalidArchive(f"The archive expands to more than {max_uncompressed} bytes.")
-            json.loads(archive.read(manifest))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError,
-                RuntimeError) as error:
-            raise InvalidArchive(f"The archive is damaged or uses an unsupported compression: {error}.") from None
-        except ValueError:
-            raise InvalidArchive(f"{manifest} is not valid JSON.") from None
+    """Raise InvalidArchive unless `fileobj` is a readable ZIP of at most `max_entries` regular
+    files and folders (no symlinks, no encrypted or duplicate entries), stored or deflated only,
+    with a manifest.json of at most 1 MiB at its root (or in its single top-level folder), no
+    absolute or `..` paths, and at most `max_uncompressed` bytes once extracted.
 
-
-def check_entry_count(fileobj, max_entries):
-    """Read the entry count from the end-of-central-directory record before zipfile
-    loads the whole directory (millions of tiny entries would cost memory first)."""
-    fileobj.seek(0, 2)
-    size = fileobj.tell()
-    fileobj.seek(max(0, size - 65536 - 22))
-    tail = fileobj.read()
+    Sizes are not taken on trust: every entry is really inflated from its own bytes, a bounded
+    chunk at a time, and must give exactly the size and CRC its headers declare, so what a browser
+    unpacks is what was checked and a lying header cannot get a zip bomb through."""
+    entries = read_entries(fileobj, max_entries)
+    check_entries(entries)
+    manifest = manifest_entry(entries)
+    check_declared_sizes(entries, manifest, max_uncompressed, archive_size=fileobj.seek(0, 2))
+    for entry in entries:
+        unpacked = unpack_entry(fileobj, entry, keep=entry is manifest)
+        if entry is manifest:
+            manifest_json = unpacked
     fileobj.seek(0)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) < at + 22:
-        raise InvalidArchive("The file is not a readable ZIP archive.")
-    total = struct.unpack("<H", tail[at + 10:at + 12])[0]
-    if total == 0xFFFF:
-        raise InvalidArchive("ZIP64 archives with that many entries are not supported.")
-    if total > max_entries:
+    try:
+        json.loads(manifest_json)
+    except ValueError:
+        raise InvalidArchive(f"{manifest.filename} is not valid JSON.") from None
+
+
+def read_entries(fileobj, max_entries):
+    """The central directory's entries, counted header by header before zipfile loads them
+    (the end record's count may lie, and millions of tiny entries would cost memory first)."""
+    start, size, declared = central_directory(fileobj)
+    if declared > max_entries:
         raise InvalidArchive(f"The archive has more than {max_entries} entries.")
+    counted = count_central_headers(fileobj, start, size, max_entries)
+    if counted != declared:
+        raise InvalidArchive(f"The archive is damaged: its central directory holds {counted} entries "
+                             f"but its end record says {declared}.")
+    fileobj.seek(0)
+    try:
+        with zipfile.ZipFile(fileobj) as archive:
+            entries = archive.infolist()
+            start_dir = archive.start_dir
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError):
+        raise InvalidArchive(NOT_A_ZIP) from None
+    if start_dir != start or len(entries) != counted:  # zipfile must have read the directory counted here
+        raise InvalidArchive(NOT_A_ZIP)
+    return entries
+
+
+def central_directory(fileobj):
+    """(offset, size, declared entry count) of the central directory, found as zipfile and
+    Chrome's minizip find it: from the last end record, which with its comment must end the file
+    (so both readers take the same one), and its ZIP64 record when a locator precedes it."""
+    file_size = fileobj.seek(0, 2)
+    tail_start = max(0, file_size - 0xFFFF - END_RECORD.size)
+    fileobj.seek(tail_start)
+    tail = fileobj.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + END_RECORD.size > len(tail):
+        raise InvalidArchive(NOT_A_ZIP)
+    _, _, _, on_this_disk, declared, size, _, comment_length = END_RECORD.unpack_from(tail, at)
+    if at + END_RECORD.size + comment_length != len(tail) or on_this_disk != declared:
+        raise InvalidArchive(NOT_A_ZIP)
+    end = tail_start + at
+    zip64 = zip64_end_record(fileobj, end)
+    if zip64:
+        declared, size = zip64
+        end -= ZIP64_LOCATOR.size + ZIP64_END_RECORD.size
+    if size > end:
+        raise InvalidArchive(NOT_A_ZIP)
+    return end - size, size, declared
+
+
+def zip64_end_record(fileobj, end):
+    """(entry count, directory size) from the ZIP64 end record, or None without a locator."""
+    if end < ZIP64_LOCATOR.size + ZIP64_END_RECORD.size:
+        return None
+    fileobj.seek(end - ZIP64_LOCATOR.size)
+    if ZIP64_LOCATOR.unpack(fileobj.read(ZIP64_LOCATOR.size))[0] != b"PK\x06\x07":
+        return None
+    fileobj.seek(end - ZIP64_LOCATOR.size - ZIP64_END_RECORD.size)
+    record = ZIP64_END_RECORD.unpack(fileobj.read(ZIP64_END_RECORD.size))
+    if record[0] != b"PK\x06\x06":
+        raise InvalidArchive(NOT_A_ZIP)
+    return record[7], record[8]
+
+
+def count_central_headers(fileobj, start, size, max_entries):
+    """Walk the fixed-size headers of the central directory, stopping once past `max_entries`."""
+    fileobj.seek(start)
+    counted = walked = 0
+    while walked < size:
+        header = fileobj.read(CENTRAL_HEADER.size)
+        if len(header) != CENTRAL_HEADER.size or header[:4] != b"PK\x01\x02":
+            raise InvalidArchive("The archive is damaged: its central directory is truncated or malformed.")
+        counted += 1
+        if counted > max_entries:
+            raise InvalidArchive(f"The archive has more than {max_entries} entries.")
+        variable = sum(CENTRAL_HEADER.unpack(header)[1:])  # name, extra field and comment lengths
+        fileobj.seek(variable, 1)
+        walked += CENTRAL_HEADER.size + variable
+    return counted
+
+
+def check_entries(entries):
+    names = set()
+    for entry in entries:
+        check_path(entry.filename)
+        check_kind(entry)
+        check_method(entry)
+        normalized = posixpath.normpath(entry.filename)
+        if normalized in names:
+            raise InvalidArchive(f"The archive holds {entry.filename!r} twice.")
+        names.add(normalized)
+
+
+def check_method(entry):
+    if entry.compress_type not in LOADABLE_METHODS:
+        method = METHOD_NAMES.get(entry.compress_type, f"method {entry.compress_type}")
+        raise InvalidArchive(f"The archive entry {entry.filename!r} is compressed with {method}; only stored and "
+                             "deflate entries are accepted (the only ones browsers load).")
+
+
+def check_declared_sizes(entries, manifest, max_uncompressed, archive_size):
+    if sum(e.file_size for e in entries) > max_uncompressed:
+        raise InvalidArchive(f"The archive expands to more than {max_uncompressed} bytes.")
+    # Entries sharing compressed bytes would make the inflate pass read the file many times over.
+    if sum(e.compress_size for e in entries) > archive_size:
+        raise InvalidArchive("The archive is damaged: its entries declare more compressed bytes than the file holds.")
+    if manifest.file_size > MAX_MANIFEST_BYTES:
+        raise InvalidArchive(f"{manifest.filename} is larger than {MAX_MANIFEST_BYTES} bytes (1 MiB).")
+
+
+def unpack_entry(fileobj, entry, *, keep):
+    """Unpack one entry within its declared size, checking size and CRC; its bytes if `keep`
+    (only for the manifest, at most 1 MiB), else nothing is held."""
+    size, crc, kept = 0, 0, []
+    try:
+        for chunk in entry_chunks(fileobj, entry):
+            size += len(chunk)
+            if size > entry.file_size:
+                raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} inflates to more than "
+                                     f"the {entry.file_size} bytes its headers declare.")
+            crc = zlib.crc32(chunk, crc)
+            if keep:
+                kept.append(chunk)
+    except zlib.error as error:
+        raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} does not inflate ({error}).") \
+            from None
+    if size != entry.file_size:
+        raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} inflates to {size} bytes, "
+                             f"not the {entry.file_size} its headers declare.")
+    if crc != entry.CRC:
+        raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} fails its CRC check.")
+    return b"".join(kept)
+
+
+def entry_chunks(fileobj, entry):
+    """The entry's bytes as a browser unpacks them, inflated from the raw stream (zipfile would
+    stop at the declared size), at most INFLATE_CHUNK bytes at a time."""
+    fileobj.seek(data_offset(fileobj, entry))
+    compressed = compressed_chunks(fileobj, entry)
+    if entry.compress_type == zipfile.ZIP_STORED or not entry.compress_size:  # some writers deflate b"" to nothing
+        yield from compressed
+        return
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    for data in compressed:
+        while data and not inflater.eof:
+            yield inflater.decompress(data, INFLATE_CHUNK)
+            data = inflater.unconsumed_tail
+        if inflater.eof:
+            return
+    while not inflater.eof:  # output zlib still holds once all input is in
+        pending = inflater.decompress(b"", INFLATE_CHUNK)
+        if not pending:
+            raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} is truncated.")
+        yield pending
+
+
+def compressed_chunks(fileobj, entry):
+    left = entry.compress_size
+    while left:
+        data = fileobj.read(min(READ_CHUNK, left))
+        if not data:
+            raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} is truncated.")
+        left -= len(data)
+        yield data
+
+
+def data_offset(fileobj, entry):
+    """Where the entry's compressed bytes start, once its local header agrees with the central
+    directory the way Chrome's unzip requires (readers that trust either must see the same entry)."""
+    if not 0 <= entry.header_offset <= fileobj.seek(0, 2) - LOCAL_HEADER.size:
+        raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} has no local header.")
+    fileobj.seek(entry.header_offset)
+    header = fileobj.read(LOCAL_HEADER.size)
+    if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise InvalidArchive(f"The archive is damaged: the entry {entry.filename!r} has no local header.")
+    _, flags, method, crc, compressed, size, name_length, extra_length = LOCAL_HEADER.unpack(header)
+    name = fileobj.read(name_length)
+    central_name = entry.orig_filename.encode("utf-8" if entry.flag_bits & FLAG_UTF8 else "cp437")
+    sizes_agree = flags & FLAG_DATA_DESCRIPTOR or (
+        crc == entry.CRC and compressed in (entry.compress_size, ZIP64_SIZE) and size in (entry.file_size, ZIP64_SIZE))
+    if method != entry.compress_type or name != central_name or not sizes_agree:
+        raise InvalidArchive(f"The archive is damaged: the local header of {entry.filename!r} disagrees with "
+                             "the central directory.")
+    return entry.header_offset + LOCAL_HEADER.size + name_length + extra_length
 
 
 def check_kind(entry):
-    if entry.flag_bits & 0x1:
+    if entry.flag_bits & FLAG_ENCRYPTED:
         raise InvalidArchive(f"The archive entry {entry.filename!r} is encrypted.")
     kind = stat.S_IFMT(entry.external_attr >> 16)  # 0 when the archiver recorded no file type
     if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
@@ -86,13 +248,14 @@ def check_path(name):
         raise InvalidArchive(f"The archive entry {name!r} points outside the archive ('..').")
 
 
-def manifest_path(names):
+def manifest_entry(entries):
     """manifest.json at the root, or inside the one folder that holds everything."""
-    if "manifest.json" in names:
-        return "manifest.json"
-    tops = {name.split("/", 1)[0] for name in names}
-    if len(tops) == 1 and f"{next(iter(tops))}/manifest.json" in names:
-        return f"{next(iter(tops))}/manifest.json"
+    by_name = {entry.filename: entry for entry in entries}
+    if "manifest.json" in by_name:
+        return by_name["manifest.json"]
+    tops = {name.split("/", 1)[0] for name in by_name}
+    if len(tops) == 1 and f"{next(iter(tops))}/manifest.json" in by_name:
+        return by_name[f"{next(iter(tops))}/manifest.json"]
     raise InvalidArchive("The archive has no manifest.json at its root (or in its single top-level folder).")
 
 
