@@ -12,13 +12,24 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test run test test-postgres bench lint clean
+.PHONY: install install-test chromium run test test-postgres bench lint clean
 
 install: $(VENV)/.installed
-# Chromium, for the hosted login page test (it skips without it): installed when missing, if apt-get and root.
+# Debian's Chromium, for the browser tests (they skip without it): installed when missing, if apt-get
+# and root, said first; otherwise what to install is printed.
 install-test: $(VENV)/.installed-test
-	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] \
-		&& apt-get update -q && apt-get install -y -q chromium) || true
+	@$(MAKE) --no-print-directory chromium
+
+chromium:
+	@if command -v chromium >/dev/null; then exit 0; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "Chromium is missing: installing Debian's chromium package with apt-get (about 110 packages," \
+		     "some 400 MB, and it may upgrade system packages such as systemd)."; \
+		apt-get update -q && apt-get install -y -q chromium || echo "apt-get could not install chromium."; \
+	else \
+		echo "Chromium is missing and cannot be installed here (needs apt-get as root):" \
+		     "install Debian's chromium package (sudo apt-get install chromium); browser tests skip until then."; \
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
