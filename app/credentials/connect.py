@@ -3,6 +3,10 @@
 Plain urllib: under gunicorn's gevent worker its sockets are cooperative, so a
 slow provider does not block other requests. Redirects are refused and no proxy
 from the environment is used, so the token goes only to the configured server.
+
+The token never appears in an error: every failure becomes a ConnectError whose
+message names neither the token nor a header, raised without its cause, so no
+logged message or traceback carries it.
 """
 import http.client
 import json
@@ -20,6 +24,23 @@ class ConnectError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+def token_problem(token):
+    """Why `token` cannot be sent as a bearer token, or None.
+
+    Bearer tokens are visible ASCII (RFC 6750 b64token); anything else would break or
+    inject into the Authorization header. The reason never quotes the token.
+    """
+    if not token:
+        return "The token is empty."
+    if token != token.strip():
+        return ("The token starts or ends with whitespace (a trailing newline when read from a file?); "
+                "remove it.")
+    if not all("!" <= character <= "~" for character in token):
+        return ("The token may hold only visible ASCII characters: no spaces, line breaks, control or "
+                "non-ASCII characters.")
+    return None
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -64,11 +85,17 @@ class ConnectClient:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise ConnectError("unreachable", f"The provider at {self.url} did not answer within {self.timeout} s.")
-        request = urllib.request.Request(self.url + path, headers={
-            "Authorization": f"Bearer {self.token}", "Accept": "application/json"})
+        problem = token_problem(self.token)
+        if problem:
+            # Stored before tokens were checked; a rejected token stays rejected, so "unauthorized".
+            raise ConnectError("unauthorized", f"The stored token cannot be sent: {problem} Set the token again.")
         try:
+            request = urllib.request.Request(self.url + path, headers={
+                "Authorization": f"Bearer {self.token}", "Accept": "application/json"})
             with _opener.open(request, timeout=remaining) as response:
                 body = response.read()
+        except ConnectError:
+            raise
         except urllib.error.HTTPError as error:
             if error.code in (401, 403):
                 raise ConnectError("unauthorized", f"The provider rejected the token (HTTP {error.code}).") from None
@@ -76,6 +103,9 @@ class ConnectClient:
         except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as error:
             reason = getattr(error, "reason", None) or error or type(error).__name__
             raise ConnectError("unreachable", f"Could not reach the provider at {self.url}: {reason}.") from None
+        except Exception as error:  # noqa: BLE001 - its text may quote a header (the token): never pass it on
+            raise ConnectError("bad_response", f"The request to the provider at {self.url} failed "
+                                               f"({type(error).__name__}).") from None
         try:
             return json.loads(body)
         except ValueError:

@@ -6,6 +6,7 @@ from app.core.fields import JsonBoolean, JsonInteger, Name, PathName, UtcDateTim
 from app.core.paging import PageArgsSchema
 from app.core.text import host_of
 from app.credentials import totp
+from app.credentials.connect import token_problem
 
 PROVIDER_TYPES = ("onepassword", "vendorpassword")
 
@@ -106,11 +107,28 @@ class ProviderUrl(ma.fields.Url):
         return url
 
 
+class ProviderToken(ma.fields.String):
+    """A bearer token, taken exactly as given: surrounding whitespace is refused, not trimmed.
+
+    Only visible ASCII fits an Authorization header; the error never quotes the token.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(load_only=True, metadata={"description": "write-only; visible ASCII (RFC 6750)"}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        token = super()._deserialize(value, attr, data, **kwargs)
+        problem = token_problem(token)
+        if problem:
+            raise ma.ValidationError(problem)
+        return token
+
+
 class CredentialProviderCreateSchema(ma.Schema):
     name = Name(required=True)
     provider_type = ma.fields.String(required=True, validate=validate.OneOf(
         PROVIDER_TYPES, error="provider_type must be one of: " + ", ".join(PROVIDER_TYPES) + "."))
-    token = ma.fields.String(required=True, validate=validate.Length(min=1), load_only=True)
+    token = ProviderToken(required=True)
     url = ProviderUrl(allow_none=True)
     cache_ttl_seconds = JsonInteger(validate=validate.Range(0, 86400))
     enabled = JsonBoolean()
@@ -119,7 +137,7 @@ class CredentialProviderCreateSchema(ma.Schema):
 
 class CredentialProviderUpdateSchema(ma.Schema):
     name = Name()
-    token = ma.fields.String(validate=validate.Length(min=1), load_only=True)
+    token = ProviderToken()
     url = ProviderUrl(allow_none=True, metadata={"description": "null returns to the configured default"})
     cache_ttl_seconds = JsonInteger(validate=validate.Range(0, 86400))
     enabled = JsonBoolean()

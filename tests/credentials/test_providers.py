@@ -1,9 +1,12 @@
 """Credential providers against a 1Password Connect look-alike on 127.0.0.1."""
+import logging
+
 import pytest
 
 from app.core import clock
 from app.core.db import db
 from app.credentials import providers
+from app.credentials.models import CredentialProvider
 from tests.conftest import client_for, scoped_client
 
 
@@ -234,3 +237,40 @@ def test_items_are_cached_for_300_seconds_by_default(client, provider, connect):
     clock.advance(seconds=2)
     client.get(f"/org/credential_providers/{created['id']}/items")
     assert len(connect.paths) > calls
+
+
+SENTINEL = "sentinel-4f7c2a"
+UNSENDABLE_TOKENS = [f"{SENTINEL}\n", f"{SENTINEL}\r\nX-Injected: 1", f" {SENTINEL}", f"{SENTINEL} token",
+                     f"{SENTINEL}-\u2603", f"{SENTINEL}-\u00e9"]
+
+
+@pytest.mark.parametrize("token", UNSENDABLE_TOKENS)
+def test_a_token_a_header_cannot_carry_is_refused_without_echoing_it(client, provider, token):
+    created = client.post("/org/credential_providers", json={"name": "bad", "provider_type": "onepassword",
+                                                             "token": token})
+    assert created.status_code == 400
+    assert [d["field"] for d in created.get_json()["details"]] == ["token"]
+    assert SENTINEL not in created.get_data(as_text=True)
+    existing = provider()
+    updated = client.patch(f"/org/credential_providers/{existing['id']}", json={"token": token})
+    assert updated.status_code == 400 and [d["field"] for d in updated.get_json()["details"]] == ["token"]
+
+
+@pytest.mark.parametrize("token", UNSENDABLE_TOKENS)
+def test_a_stored_unsendable_token_fails_cleanly_and_stays_out_of_the_logs(app, client, owner_key, connect, caplog,
+                                                                          token):
+    """Rows written before tokens were validated may hold anything: answer without a 500 or the token in a log."""
+    caplog.set_level(logging.DEBUG)
+    with app.test_request_context(), db.connection_context():
+        stored = CredentialProvider(org=owner_key.org_id, name="old", provider_type="onepassword", url=connect.url)
+        stored.token = token
+        stored.save_unique(force_insert=True)
+    tested = client.post(f"/org/credential_providers/{stored.id}/test")
+    assert tested.status_code == 200 and tested.get_json()["success"] is False
+    items = client.get(f"/org/credential_providers/{stored.id}/items")
+    assert items.status_code == 502 and items.get_json()["inner_error"]["code"] == "unauthorized"
+    assert connect.paths == [], "the token never left"
+    for response in (tested, items):
+        assert SENTINEL not in response.get_data(as_text=True)
+    assert SENTINEL not in caplog.text
+    assert not any(SENTINEL in record.getMessage() for record in caplog.records)
