@@ -12,6 +12,5 @@ auth_cli = AppGroup("auth", help="Managed auth connections.")
 def check_command():
     """Run the health checks that are due now."""
     config = current_app.config
-    checked = health.run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"],
-                             base_url=health.base_url(current_app), limit=10000)
+    checked = health.run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], limit=10000)
     click.echo(f"checked {checked} auth connection(s)")

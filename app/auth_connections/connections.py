@@ -158,8 +158,6 @@ def record(connection):
             flow = loginflow.expire(flow)
         state = loginflow.state_event(flow)
         state.pop("event"), state.pop("timestamp")
-        if flow.is_terminal:
-            state.pop("hosted_url", None)
         out.update(state, flow_expires_at=clock.isoformat(flow.expires_at))
     return out
 

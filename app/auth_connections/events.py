@@ -61,6 +61,7 @@ def _frames(connection_id, flow_id, latest, heartbeat_seconds, poll_seconds):
             yield sse.heartbeat()
             next_heartbeat = now + heartbeat_seconds
         channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
+        yield sse.IDLE
         if shutdown.stopping.is_set():
             yield sse.restarting()
             return

@@ -22,7 +22,7 @@ from app.profiles.models import Profile
 logger = logging.getLogger(__name__)
 
 
-def check(connection, *, timeout, base_url):
+def check(connection, *, timeout):
     """Check one connection now; returns the HealthCheck recorded.
 
     The site is asked without a database connection held (it may take the whole timeout).
@@ -50,11 +50,11 @@ def check(connection, *, timeout, base_url):
         connection.status = status
         if (status == NEEDS_AUTH and previous == AUTHENTICATED and connection.auto_reauth
                 and connection.credential_ref):
-            loginflow.start(connection, REAUTH, base_url=base_url)
+            loginflow.start(connection, REAUTH)
     return result
 
 
-def run_due(*, timeout, base_url, limit=20):
+def run_due(*, timeout, limit=20):
     """Check the connections whose check is due; returns how many were checked."""
     now = clock.now()
     with db.connection_context():
@@ -69,7 +69,7 @@ def run_due(*, timeout, base_url, limit=20):
                               & (AuthConnection.next_check_at == connection.next_check_at)).execute())
         if claimed:
             try:
-                check(connection, timeout=timeout, base_url=base_url)
+                check(connection, timeout=timeout)
                 checked += 1
             except Exception:  # noqa: BLE001 - one broken connection must not stop the others
                 logger.exception("health check of auth connection %s failed", connection.id)
@@ -79,9 +79,4 @@ def run_due(*, timeout, base_url, limit=20):
 @periodic.every("AUTH_HEALTH_CHECK_POLL_SECONDS")
 def run_due_checks():
     config = current_app.config
-    run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], base_url=base_url(current_app))
-
-
-def base_url(app):
-    """The hosted page's base URL outside a request: configuration, else where `make run` serves."""
-    return app.config["AUTH_PUBLIC_BASE_URL"] or "http://127.0.0.1:8000/"
+    run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"])

@@ -1,12 +1,11 @@
 """The hosted login page (/auth/hosted/{flow_id}): a person answers the flow's prompts on it.
 
-No API key reaches the page: the flow's handoff code (in the hosted_url's query)
-authorises it, and only for that flow: its state, its events, answers to it while it
-runs (never to a later flow of the same connection). The page is one static HTML file with plain
-JavaScript: it reads the state, follows the events stream, and submits through the
-same submit logic as the API.
+No API key reaches the page: a handoff code of the flow (in the hosted_url's query,
+compared by its hash: only hashes are stored) authorises it, and only for that flow: its
+state, its events, answers to it while it runs (never to a later flow of the same
+connection). The page is one static HTML file with plain JavaScript: it reads the state,
+follows the events stream, and submits through the same submit logic as the API.
 """
-import hmac
 from pathlib import Path
 
 from flask import Response, current_app, jsonify, request
@@ -29,7 +28,7 @@ def authorised_flow(flow_id):
     """The flow whose handoff code the request carries; 404 for any mismatch (nothing to learn from it)."""
     flow = LoginFlow.get_or_none(LoginFlow.id == flow_id)
     code = request.args.get("code", "")
-    if flow is None or not hmac.compare_digest(flow.handoff.encode(), code.encode()):
+    if flow is None or not flow.accepts_handoff(code):
         raise not_found("No such login page.", code="login_page_not_found")
     return flow
 

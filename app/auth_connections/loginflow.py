@@ -46,6 +46,7 @@ from app.core import clock, crypto, shutdown
 from app.core.db import db, exclusive
 from app.core.errors import NO_RETRY, ApiError, bad_request
 from app.core.ids import new_id
+from app.orgs.models import hash_key
 from app.profiles.models import save_profile_state
 from app.streams import channels
 
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 # Legacy discovered_fields types by canonical field type (the SDK's DiscoveredField enum).
 LEGACY_FIELD_TYPES = {"password": "password", "code": "code", "totp_code": "totp", "text": "text"}
 LEGACY_MFA_TYPES = {"sms", "call", "email", "totp", "push", "password", "switch"}
+# Handoff codes that stay valid per flow: every login call hands out one, a person may hold any.
+MAX_HANDOFF_CODES = 20
 
 
 # -- state ------------------------------------------------------------------------------------
@@ -60,8 +63,7 @@ LEGACY_MFA_TYPES = {"sms", "call", "email", "totp", "push", "password", "switch"
 def state_event(flow):
     """The managed_auth_state frame of a flow as it stands (contract 6.7)."""
     event = {"event": "managed_auth_state", "timestamp": clock.isoformat(flow.updated_at),
-             "flow_status": flow.status, "flow_step": flow.step, "flow_type": flow.flow_type,
-             "hosted_url": flow.hosted_url}
+             "flow_status": flow.status, "flow_step": flow.step, "flow_type": flow.flow_type}
     if not flow.is_terminal:
         event.update(flow.prompt_lists)
         if flow.interaction_id:
@@ -100,23 +102,35 @@ def running_flow(connection):
     return flow
 
 
-def start(connection, flow_type=LOGIN, *, base_url):
+def start(connection, flow_type=LOGIN):
     """Start a flow (or return the one in progress: one per connection) and launch its runner."""
     with exclusive(connection):
         flow = running_flow(connection)
         if flow is not None:
             return flow
         now = clock.now()
-        code = secrets.token_urlsafe(24)
         flow = LoginFlow(id=new_id(), connection=connection.id, flow_type=flow_type, status=IN_PROGRESS,
-                         step=DISCOVERING, handoff_code=crypto.encrypt(code), started_at=now,
+                         step=DISCOVERING, started_at=now,
                          expires_at=now + timedelta(seconds=current_app.config["AUTH_FLOW_LIFETIME_SECONDS"]))
-        flow.hosted_url = f"{base_url.rstrip('/')}/auth/hosted/{flow.id}?code={code}"
         flow.save(force_insert=True)
         record(flow)
     announce(connection.id)
     launch(flow)
     return flow
+
+
+def hand_off(flow, base_url):
+    """(hosted_url, handoff_code): a new code for the flow's hosted page, for the caller alone.
+
+    Only the code's hash is stored, so a code can be shown once, never again; each call
+    hands out another, and the newest MAX_HANDOFF_CODES of them keep working.
+    """
+    code = secrets.token_urlsafe(24)
+    with exclusive(flow):
+        current = LoginFlow.get_by_id(flow.id)
+        hashes = (current.handoff_hash_list + [hash_key(code)])[-MAX_HANDOFF_CODES:]
+        LoginFlow.update(handoff_hashes=json.dumps(hashes)).where(LoginFlow.id == flow.id).execute()
+    return f"{base_url.rstrip('/')}/auth/hosted/{flow.id}?code={code}", code
 
 
 def launch(flow):

@@ -1,5 +1,6 @@
 """A managed auth connection (a profile kept logged in to a domain), its login flows,
 the flows' state events, and health checks."""
+import hmac
 import json
 
 from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerField, TextField
@@ -9,6 +10,7 @@ from app.core.crypto import CiphertextField
 from app.core.db import BaseModel, UtcDateTimeField
 from app.core.errors import not_found
 from app.core.ids import new_id
+from app.orgs.models import hash_key
 from app.profiles.models import Profile
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
@@ -93,9 +95,10 @@ class LoginFlow(BaseModel):
     error_message = TextField(null=True)
     external_action_message = TextField(null=True)
     post_login_url = TextField(null=True)
-    hosted_url = TextField()
-    # Authorises the hosted page (no API key there); kept encrypted so a repeated login call can show it.
-    handoff_code = CiphertextField()
+    # SHA-256 of every handoff code a login call handed out for this flow (JSON list, newest last):
+    # a code authorises the flow's hosted page (no API key there). The codes themselves, and so the
+    # hosted URL, are only ever in the login response.
+    handoff_hashes = TextField(default="[]")
     # A person's answer waiting for the runner (may hold a password): encrypted.
     submission = CiphertextField(null=True)
     expires_at = UtcDateTimeField()
@@ -116,8 +119,13 @@ class LoginFlow(BaseModel):
         return json.loads(self.prompt)
 
     @property
-    def handoff(self):
-        return crypto.decrypt(self.handoff_code)
+    def handoff_hash_list(self):
+        return json.loads(self.handoff_hashes)
+
+    def accepts_handoff(self, code):
+        """Whether `code` is one of the handoff codes handed out for this flow."""
+        presented = hash_key(code)
+        return any(hmac.compare_digest(presented, known) for known in self.handoff_hash_list)
 
     def pending_submission(self):
         return json.loads(crypto.decrypt(self.submission)) if self.submission else None

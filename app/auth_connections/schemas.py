@@ -96,8 +96,9 @@ class LoginResponseSchema(ma.Schema):
     id = ma.fields.String(required=True, metadata={"description": "the connection id"})
     flow_expires_at = ma.fields.String(required=True, metadata={"format": "date-time"})
     flow_type = ma.fields.String(required=True, metadata={"enum": ["LOGIN", "REAUTH"]})
-    hosted_url = ma.fields.String(required=True)
-    handoff_code = ma.fields.String()
+    hosted_url = ma.fields.String(required=True, metadata={
+        "description": "shown here only: Lantern keeps just a hash of its code; each login call gives a new one"})
+    handoff_code = ma.fields.String(metadata={"description": "the code in hosted_url"})
 
 
 class SubmitSchema(ma.Schema):
@@ -140,7 +141,6 @@ class ConnectionSchema(ma.Schema):
     flow_step = ma.fields.String()
     flow_type = ma.fields.String()
     flow_expires_at = ma.fields.String(metadata={"format": "date-time"})
-    hosted_url = ma.fields.String()
     interaction_id = ma.fields.String()
     fields = ma.fields.List(ma.fields.Dict())
     choices = ma.fields.List(ma.fields.Dict())

@@ -1,6 +1,4 @@
 """Managed auth connections (/auth/connections): CRUD, login, submit, events, timeline."""
-from urllib.parse import urlsplit
-
 from flask import current_app, g, request
 from flask.views import MethodView
 
@@ -64,12 +62,11 @@ class Login(MethodView):
     def post(self, args, connection_id):
         """Start a login flow (or get the one in progress): a hosted page URL for a person"""
         connection = AuthConnection.lookup(g.project, connection_id)
-        base_url = public_base_url()
-        flow = loginflow.start(connection, base_url=base_url)
-        # A flow started elsewhere (a re-auth by a health check) is shown on this request's host too.
-        hosted = urlsplit(flow.hosted_url)
+        flow = loginflow.start(connection)
+        # The only place the code and the hosted URL exist: each call hands out a new one.
+        hosted_url, code = loginflow.hand_off(flow, public_base_url())
         return {"id": connection.id, "flow_expires_at": clock.isoformat(flow.expires_at), "flow_type": flow.flow_type,
-                "hosted_url": f"{base_url.rstrip('/')}{hosted.path}?{hosted.query}", "handoff_code": flow.handoff}
+                "hosted_url": hosted_url, "handoff_code": code}
 
 
 @blp.route("/<connection_id>/submit")

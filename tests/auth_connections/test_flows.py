@@ -222,7 +222,7 @@ def test_a_health_check_finds_the_session_gone_and_reauth_logs_in_again(app, cli
     def check():
         with app.test_request_context(), db.connection_context():
             row = AuthConnection.get_by_id(connection["id"])
-            return health.check(row, timeout=5, base_url="http://localhost/")
+            return health.check(row, timeout=5)
 
     assert check().status == "AUTHENTICATED"
     site.expire_sessions()
@@ -245,11 +245,11 @@ def test_due_health_checks_run_once_per_interval(app, client, site, new_connecti
     start(client, connection["id"])
     wait_for(connection["id"], finished)
     with app.test_request_context(), db.connection_context():
-        assert health.run_due(timeout=5, base_url="http://localhost/") == 0
+        assert health.run_due(timeout=5) == 0
         clock.freeze(clock.now())
         clock.advance(seconds=301)
-        assert health.run_due(timeout=5, base_url="http://localhost/") == 1
-        assert health.run_due(timeout=5, base_url="http://localhost/") == 0
+        assert health.run_due(timeout=5) == 1
+        assert health.run_due(timeout=5) == 0
 
 
 @pytest.mark.parametrize("body", [{"credential": {"name": "missing"}}, {"credential": {"provider": "missing",
@@ -362,7 +362,7 @@ def test_a_health_check_of_an_unavailable_site_keeps_the_status(app, client, sit
     wait_for(connection["id"], finished)
     site.routes[("GET", "/account")] = lambda req: (503, "<html><body>Down for maintenance</body></html>", [])
     with app.test_request_context(), db.connection_context():
-        result = health.check(AuthConnection.get_by_id(connection["id"]), timeout=5, base_url="http://localhost/")
+        result = health.check(AuthConnection.get_by_id(connection["id"]), timeout=5)
     assert (result.status, result.error_code) == ("AUTHENTICATED", "site_unavailable")
 
 

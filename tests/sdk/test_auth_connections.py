@@ -360,13 +360,14 @@ def test_login_returns_a_hosted_url_that_needs_no_api_key(auth, site, live_serve
     assert parse_qs(url.query)["code"] == [login.handoff_code]
     assert login.live_view_url is None
 
-    # A second login while the flow runs returns the same flow.
+    # A second login while the flow runs returns the same flow, with a new code; the first still works.
     again = auth.auth.connections.login(created.id, record_session=False, skill_mode="disabled")
-    assert (again.hosted_url, again.flow_expires_at) == (login.hosted_url, login.flow_expires_at)
+    assert urlsplit(again.hosted_url).path == url.path and again.flow_expires_at == login.flow_expires_at
+    assert again.handoff_code != login.handoff_code
 
     record = auth.auth.connections.retrieve(created.id)
     assert record.flow_status == "IN_PROGRESS" and record.flow_type == "LOGIN"
-    assert record.hosted_url == login.hosted_url and record.flow_expires_at == login.flow_expires_at
+    assert record.hosted_url is None and record.flow_expires_at == login.flow_expires_at
 
     page = httpx.get(login.hosted_url, timeout=WAIT)  # no Authorization header
     assert page.status_code == 200
@@ -416,7 +417,7 @@ def test_follow_a_manual_login_with_a_password_then_a_totp_code(auth, streams, s
     assert all(frame.event == "managed_auth_state" and frame.flow_type == "LOGIN" for frame in frames)
     assert all(frame.flow_status == "IN_PROGRESS" for frame in frames)
     prompt = frames[-1]
-    assert prompt.hosted_url == login.hosted_url and prompt.timestamp.tzinfo is not None
+    assert prompt.hosted_url is None and prompt.timestamp.tzinfo is not None
     assert {field.type for field in prompt.fields} == {"identifier", "password"}
     assert all(field.reason == "missing" and field.ref for field in prompt.fields)
     assert {field.name for field in prompt.discovered_fields} == {"username", "password"}
