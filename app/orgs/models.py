@@ -149,6 +149,11 @@ class ApiKey(BaseModel):
             raise conflict("api_key_deleted", "A deleted API key cannot be rotated.")
         if self.is_expired:
             raise conflict("api_key_expired", "An expired API key cannot be rotated.")
+        if self.id == acting_key.id and expire_in_days == 0:
+            # It would cut off the very key making the call, which a key may not delete either.
+            raise conflict("cannot_expire_current_key",
+                           "An API key cannot rotate itself with expire_in_days 0; give it a grace "
+                           "period or use another key.")
         now = clock.now()
         if days_to_expire is not None:
             expires_at = now + timedelta(days=days_to_expire)

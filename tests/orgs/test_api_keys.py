@@ -174,6 +174,16 @@ def test_rotate_with_zero_grace_rejects_old_key_at_once(app, client):
     assert new["expires_at"] is None
 
 
+def test_a_key_cannot_rotate_itself_with_zero_grace(app, owner_key, client):
+    response = client.post(f"/org/api_keys/{owner_key.id}/rotate", json={"expire_in_days": 0})
+    assert response.status_code == 409
+    assert response.get_json()["code"] == "cannot_expire_current_key"
+    assert response.headers["x-should-retry"] == "false"
+    assert client.get(f"/org/api_keys/{owner_key.id}").get_json()["expires_at"] is None
+    assert len(client.get("/org/api_keys").get_json()) == 1, "no successor was issued"
+    assert client.post(f"/org/api_keys/{owner_key.id}/rotate", json={"expire_in_days": 1}).status_code == 200
+
+
 def test_rotate_options_and_refusals(client):
     clock.freeze(clock.parse_rfc3339("2026-01-01T00:00:00Z"))
     key = create_key(client)
