@@ -1,5 +1,6 @@
 """flask-smorest wired to the spec's error body and 400 for invalid input."""
 import flask_smorest
+import marshmallow as ma
 from flask_smorest.arguments import ArgumentsMixin
 from webargs import core
 from webargs.flaskparser import is_json_request
@@ -28,5 +29,19 @@ class Blueprint(flask_smorest.Blueprint):
 class Api(flask_smorest.Api):
     ERROR_SCHEMA = ErrorSchema
 
+    def init_app(self, app, *args, **kwargs):
+        super().init_app(app, *args, **kwargs)
+        self.ma_plugin.converter.add_attribute_function(nullable_ref)
+
     def handle_http_exception(self, error):
         return handle_http_exception(error)
+
+
+def nullable_ref(self, field, ret):
+    """OpenAPI 3.0: a nullable nested schema is {nullable, allOf: [$ref]}; apispec's
+    anyOf [{type: object, nullable}, $ref] would let any object through."""
+    refs = [part for part in ret.get("anyOf", []) if "$ref" in part]
+    if field.allow_none and isinstance(field, ma.fields.Nested) and refs:
+        del ret["anyOf"]
+        return {"nullable": True, "allOf": refs}
+    return {}

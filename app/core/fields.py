@@ -1,4 +1,6 @@
 """Marshmallow fields shared by every area."""
+import re
+
 import marshmallow as ma
 
 from app.core import clock
@@ -12,7 +14,10 @@ class UtcDateTime(ma.fields.DateTime):
         return None if value is None else clock.isoformat(value)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return clock.to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+        try:
+            return clock.to_naive_utc(super()._deserialize(value, attr, data, **kwargs))
+        except OverflowError:  # an offset that moves year 1 or year 9999 out of range in UTC
+            raise ma.ValidationError("Not a valid datetime: out of range once in UTC.") from None
 
 
 class Name(ma.fields.String):
@@ -20,7 +25,13 @@ class Name(ma.fields.String):
 
     def __init__(self, **kwargs):
         kwargs.setdefault("validate", ma.validate.Length(1, 255))
+        # In the OpenAPI document too, so clients (and generated tests) know a blank name is refused.
+        kwargs["metadata"] = {"pattern": self.pattern(), **kwargs.get("metadata", {})}
         super().__init__(**kwargs)
+
+    @classmethod
+    def pattern(cls):
+        return r"\S"
 
     def _deserialize(self, value, attr, data, **kwargs):
         name = super()._deserialize(value, attr, data, **kwargs).strip()
@@ -38,6 +49,11 @@ class PathName(Name):
     """
 
     forbidden = "/"
+
+    @classmethod
+    def pattern(cls):
+        usable = "^" + re.escape(cls.forbidden) + r"\x00-\x1f\x7f"
+        return rf"^[{usable}]*[{usable}\s][{usable}]*$"
 
     def _deserialize(self, value, attr, data, **kwargs):
         name = super()._deserialize(value, attr, data, **kwargs)

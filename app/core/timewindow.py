@@ -21,12 +21,19 @@ def parse_point(text):
             raise ValueError(f"{text!r} reaches back before year 1") from None
     try:
         return clock.parse_rfc3339(text)
+    except OverflowError:  # an offset that moves year 1 or year 9999 out of range in UTC
+        raise ValueError(f"{text!r} is out of range once in UTC") from None
     except ValueError:
         raise ValueError(f"{text!r} is neither an RFC 3339 timestamp nor a duration like 5m") from None
 
 
 class TimePoint(ma.fields.String):
     """A query parameter holding an RFC 3339 timestamp or a duration ago."""
+
+    def __init__(self, **kwargs):
+        # Both shapes in the OpenAPI document, so a client (or a generated test) knows what is taken.
+        shapes = {"anyOf": [{"format": "date-time"}, {"pattern": DURATION.pattern}]}
+        super().__init__(**{**kwargs, "metadata": {**shapes, **kwargs.get("metadata", {})}})
 
     def _deserialize(self, value, attr, data, **kwargs):
         try:

@@ -1,4 +1,6 @@
 """Request and response shapes of extensions (contract 6.5)."""
+from urllib.parse import urlsplit
+
 import marshmallow as ma
 from flask_smorest.fields import Upload
 from marshmallow import validate
@@ -36,6 +38,20 @@ class ExtensionListArgsSchema(PageArgsSchema):
     query = ma.fields.String(metadata={"description": "substring of the name; exact id"})
 
 
+def parsable_url(value):
+    try:
+        urlsplit(value.strip())
+    except ValueError as error:  # e.g. "http://[x": an unclosed IPv6 host
+        raise ma.ValidationError(f"Not a URL: {error}.") from None
+
+
+# The shapes chrome_store.extension_id takes: a bare 32-letter id, or a URL whose path ends with one.
+STORE_URL = r"^([a-p]{32}|https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s/?#;\[\]]*)*/[a-p]{32}/?([?#]\S*)?)$"
+
+
 class ChromeStoreArgsSchema(ma.Schema):
-    url = ma.fields.String(required=True, metadata={"description": "Chrome Web Store URL of the extension"})
+    url = ma.fields.String(required=True, validate=parsable_url,
+                           metadata={"description": "Chrome Web Store URL of the extension "
+                                                    "(…/detail/<name>/<32-letter id>), or its id",
+                                     "pattern": STORE_URL})
     os = ma.fields.String(load_default="linux", validate=validate.OneOf(["win", "mac", "linux"]))

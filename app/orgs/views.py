@@ -69,7 +69,7 @@ class ApiKeyById(MethodView):
 
 @api_keys_blp.route("/<key_id>/rotate")
 class ApiKeyRotation(MethodView):
-    @api_keys_blp.arguments(schemas.ApiKeyRotateSchema)
+    @api_keys_blp.arguments(schemas.ApiKeyRotateSchema, required=False)
     @api_keys_blp.response(200, schemas.CreatedApiKeySchema)
     def post(self, args, key_id):
         """Rotate an API key: issue its successor; the old key expires after a grace period"""
@@ -88,7 +88,7 @@ class OrgLimits(MethodView):
         """Get the organization's limits and usage"""
         return usage.limits_of(g.org)
 
-    @org_limits_blp.arguments(schemas.OrgLimitsUpdateSchema)
+    @org_limits_blp.arguments(schemas.OrgLimitsUpdateSchema, required=False)
     @org_limits_blp.response(200, schemas.OrgLimitsSchema)
     def patch(self, args):
         """Update the default per-project concurrency cap"""

@@ -21,7 +21,7 @@ class Profiles(MethodView):
         """List profiles of the project"""
         return page(Profile.listing(g.project.id, name=args.get("name"), query=args.get("query")), args)
 
-    @blp.arguments(schemas.ProfileCreateSchema)
+    @blp.arguments(schemas.ProfileCreateSchema, required=False)
     @blp.response(201, schemas.ProfileSchema)
     def post(self, args):
         """Create a profile (the name is optional and unique in the project)"""

@@ -55,4 +55,5 @@ class ProjectLimitsUpdateSchema(ma.Schema):
     max_concurrent_invocations = JsonInteger(allow_none=True, validate=validate.Range(0, MAX_CAP),
                                              metadata={"description": "0 or null removes the cap"})
     max_pooled_sessions = JsonInteger(allow_none=True, validate=must_be_null,
-                                            metadata={"description": "deprecated: any value but null is refused"})
+                                      metadata={"description": "deprecated: any value but null is refused",
+                                                "enum": [None]})

@@ -55,7 +55,7 @@ class ProjectById(MethodView):
         """Get a project by id or name"""
         return visible_project(project_ref)
 
-    @projects_blp.arguments(schemas.ProjectUpdateSchema)
+    @projects_blp.arguments(schemas.ProjectUpdateSchema, required=False)
     @projects_blp.response(200, schemas.ProjectSchema)
     def patch(self, args, project_ref):
         """Rename, archive or reactivate a project"""
@@ -76,7 +76,7 @@ class ProjectLimits(MethodView):
         """Get a project's concurrency caps"""
         return visible_project(project_ref)
 
-    @projects_blp.arguments(schemas.ProjectLimitsUpdateSchema)
+    @projects_blp.arguments(schemas.ProjectLimitsUpdateSchema, required=False)
     @projects_blp.response(200, schemas.ProjectLimitsSchema)
     def patch(self, args, project_ref):
         """Change a project's caps: only present fields change, 0 or null removes a cap"""
