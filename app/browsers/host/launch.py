@@ -1,0 +1,424 @@
+"""Starting and stopping one Chromium for the browser host.
+
+    options = LaunchOptions(viewport=(1280, 720), timezone="Europe/Paris", locale="fr-FR")
+    browser = Browser.start(find_chromium(), workdir, options)
+    ... browser.ws_url (ws://127.0.0.1:<port>/devtools/browser/<uuid>) ...
+    browser.stop()
+
+Chromium runs in its own process group (`start_new_session`), so stopping it, or killing it
+after a host restart from a recorded group id (`kill_group`), takes the renderers, the GPU and
+utility processes with it (the crash handler starts in a session of its own, but exits with the
+browser; its database is put in the workdir). The DevTools port is chosen by Chromium
+(`--remote-debugging-port=0`) and read from `<user-data>/DevToolsActivePort`. Each browser has its
+own TMPDIR under its workdir, reached through a short link in /tmp when that path is long.
+
+The viewport. In headless "new" mode Chromium lays out a real browser window, tab strip and
+toolbar included, so `--window-size=1024,768` gives a page 1024x681 (Chromium 156). The window
+is therefore made taller by the browser UI's height (CHROME_HEIGHT: 87 px measured here, headless
+and headful on Xvfb alike), so every window, and so every page, sees exactly the requested
+innerWidth x innerHeight, including new tabs (each a new window in headless mode) and pages a
+CDP client such as Playwright opens in the default context. The alternatives fall short:
+`Browser.setWindowBounds` reaches only windows that exist (new tabs get the --window-size
+default again), and `Emulation.setDeviceMetricsOverride` is per DevTools session, so it would
+have to be re-applied to each page as it appears, before its scripts run, and a client's own
+emulation could undo it. The first launch of each mode in a process measures the UI height on
+a blank window and, if it differs from what was assumed (another build or theme), relaunches
+once with the measured height. `--test-type` keeps the "unsupported command-line flag:
+--no-sandbox" infobar away: it would take 56 px from the first tab a moment after the start.
+Headless mode reports an 800x600 screen; the screen is made 1920x1080 (or the window's size if
+larger), so the window fits on it as on a real desktop. A width under 500 px becomes 500.
+
+The allowlist (`allowed_hosts`) is `--host-resolver-rules`: every name and IP literal (IPv6 and
+numeric forms such as 2130706433 included, which Chromium canonicalizes first) resolves to
+nothing except the listed hosts and their subdomains; `localhost` is blocked unless listed. It
+binds what Chromium resolves itself, not what a proxy given by --proxy-server would resolve.
+"""
+import functools
+import hashlib
+import ipaddress
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.browsers.host.cdp import CdpClient
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHROMIUM = "/usr/lib/chromium/chromium"
+# Height of the tab strip and toolbar of a window (measured on Chromium 156, headless and on Xvfb).
+CHROME_HEIGHT = 87
+DEFAULT_SCREEN = (1920, 1080)
+LOG_TAIL_CHARS = 3000
+# A Unix socket path holds 107 bytes; Chromium adds /org.chromium.Chromium.XXXXXX/SingletonSocket (46).
+MAX_TMPDIR_LENGTH = 60
+SINGLETON_FILES = ("SingletonLock", "SingletonSocket", "SingletonCookie")
+HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
+
+# (binary, headless) -> browser UI height, once measured in this process.
+_measured_chrome_heights = {}
+
+
+class LaunchError(RuntimeError):
+    """Chromium did not start (its log's tail is in the message)."""
+
+
+def find_chromium(configured=None):
+    """The configured executable if usable, else Debian's Chromium binary (never the /usr/bin
+    wrapper, which sources /etc/chromium.d and adds flags); None when there is none."""
+    for candidate in (configured, DEFAULT_CHROMIUM):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@dataclass
+class LaunchOptions:
+    headless: bool = True
+    viewport: tuple[int, int] | None = None     # innerWidth, innerHeight; Chromium widens a width under 500
+    timezone: str | None = None                 # IANA name, e.g. "Asia/Tokyo"
+    locale: str | None = None                   # BCP 47, e.g. "fr-FR"
+    start_url: str | None = None
+    extension_dirs: list[str] = field(default_factory=list)  # unpacked extensions
+    allowed_hosts: list[str] | None = None      # None: no restriction
+    stealth: bool = False
+    display: str | None = None                  # X display (":99") for a headful browser
+
+
+@functools.cache
+def chromium_version(binary):
+    """'156.0.8078.79' from `chromium --version`, asked once per binary."""
+    result = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)\.(\d+)", result.stdout)
+    if not match:
+        raise LaunchError(f"cannot tell the version of {binary}: {result.stdout.strip()} {result.stderr.strip()}")
+    return match.group(0)
+
+
+def stealth_user_agent(binary):
+    """The user agent of a desktop Chrome of the same major version (reduced form, as Chrome sends)."""
+    major = chromium_version(binary).split(".")[0]
+    return (f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+            f"Chrome/{major}.0.0.0 Safari/537.36")
+
+
+def host_resolver_rules(allowed_hosts):
+    """Rules under which only `allowed_hosts` (and subdomains of the names among them) resolve."""
+    rules = ["MAP * ~NOTFOUND"]
+    for host in allowed_hosts:
+        host = _checked_host(host)
+        rules.append(f"EXCLUDE {host}")
+        if not _is_ip(host):
+            rules.append(f"EXCLUDE *.{host}")
+    return ", ".join(rules)
+
+
+def _checked_host(host):
+    host = host.strip().lower().removeprefix("*.")
+    if _is_ip(host):
+        return f"[{host}]" if ":" in host else host
+    if not HOST_NAME.match(host):
+        raise ValueError(f"not a host name: {host!r}")
+    return host
+
+
+def _is_ip(host):
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT):
+    """(argv, environment additions) to start `binary` on `user_data_dir` with `options`."""
+    argv = [binary]
+    env = {}
+    if options.display:
+        env["DISPLAY"] = options.display
+    else:
+        argv.append("--headless=new")
+    if os.geteuid() == 0:
+        argv.append("--no-sandbox")  # Chromium refuses to run as root otherwise
+    argv += [
+        "--disable-dev-shm-usage",
+        # No --remote-allow-origins: clients that send no Origin header (the host's own CDP client,
+        # the relay, which strips it) are let in, and web pages, which always send one, are not.
+        "--remote-debugging-port=0",
+        f"--user-data-dir={user_data_dir}",
+        "--no-first-run", "--no-default-browser-check", "--disable-component-update",
+        "--password-store=basic", "--use-mock-keychain",
+        # (No --disable-crash-reporter: Chromium 156 has no such switch, and neither it nor --disable-breakpad
+        # stops the crash handler; --disable-crashpad-for-testing does, but then renderers die on start.)
+        # Unpacked extensions (--load-extension) need no network; policy-installed ones would.
+        "--disable-background-networking",
+        "--test-type",  # no infobar about --no-sandbox, which would shrink the page
+    ]
+    window = None
+    if options.viewport:
+        width, height = options.viewport
+        window = (width, height + chrome_height)
+        argv.append(f"--window-size={window[0]},{window[1]}")
+    if not options.display:
+        screen = (max(DEFAULT_SCREEN[0], window[0]), max(DEFAULT_SCREEN[1], window[1])) if window else DEFAULT_SCREEN
+        argv.append(f"--screen-info={{0,0 {screen[0]}x{screen[1]}}}")
+    if options.locale:
+        language = options.locale.split("-")[0]
+        accept = options.locale if language == options.locale else f"{options.locale},{language}"
+        argv += [f"--lang={options.locale}", f"--accept-lang={accept}"]
+    if options.timezone:
+        env["TZ"] = options.timezone
+    if options.extension_dirs:
+        folders = [str(Path(folder).resolve()) for folder in options.extension_dirs]
+        if any("," in folder for folder in folders):
+            raise ValueError(f"an extension folder's path may not hold a comma: {folders}")
+        argv.append("--load-extension=" + ",".join(folders))
+    if options.allowed_hosts is not None:
+        argv.append(f"--host-resolver-rules={host_resolver_rules(options.allowed_hosts)}")
+    if options.stealth:
+        argv += [f"--user-agent={stealth_user_agent(binary)}", "--disable-blink-features=AutomationControlled"]
+    if options.start_url and options.start_url.startswith("-"):
+        raise ValueError(f"not a URL: {options.start_url!r}")  # it would be read as a switch
+    argv.append(options.start_url or "about:blank")
+    return argv, env
+
+
+class Browser:
+    """One running Chromium: `Browser.start(...)`, then `ws_url`, `stop()`."""
+
+    def __init__(self, process, workdir, port, browser_path, log_path, tmpdir):
+        self.process = process
+        self.pid = process.pid  # also the process group id
+        self.workdir = Path(workdir)
+        self.port = port
+        self.browser_path = browser_path  # /devtools/browser/<uuid>
+        self.log_path = log_path
+        self.tmpdir = tmpdir  # TMPDIR as Chromium got it: workdir/tmp or a short link to it
+
+    @property
+    def ws_url(self):
+        return f"ws://127.0.0.1:{self.port}{self.browser_path}"
+
+    @property
+    def alive(self):
+        return self.process.poll() is None
+
+    @classmethod
+    def start(cls, binary, workdir, options, *, timeout=20.0):
+        """Start Chromium on `workdir` (user-data/, tmp/, chromium.log) and wait until its DevTools
+        endpoint answers; LaunchError, with the log's tail, if it does not within `timeout`."""
+        measured = (binary, options.display is None)
+        browser = cls._launch(binary, workdir, options, timeout, _measured_chrome_heights.get(measured, CHROME_HEIGHT))
+        if options.viewport and measured not in _measured_chrome_heights:
+            try:
+                height = browser._measure_chrome_height(timeout)
+            except Exception as error:
+                browser.stop(grace=0)
+                raise LaunchError(f"measuring the browser's window failed: {error}") from error
+            _measured_chrome_heights[measured] = height
+            if height != CHROME_HEIGHT:
+                log.warning("browser UI is %s px high, not %s: relaunching %s", height, CHROME_HEIGHT, binary)
+                browser.stop()
+                browser = cls._launch(binary, workdir, options, timeout, height)
+        return browser
+
+    @classmethod
+    def _launch(cls, binary, workdir, options, timeout, chrome_height):
+        workdir = Path(workdir).absolute()  # as given otherwise: kill_group(expect_in_cmdline=workdir) matches it
+        user_data, tmp = workdir / "user-data", workdir / "tmp"
+        user_data.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+        # Left by a Chromium that was killed: a lock would make the new one hand over to the dead
+        # one and exit, an old DevToolsActivePort would name a closed port.
+        for name in (*SINGLETON_FILES, "DevToolsActivePort"):
+            (user_data / name).unlink(missing_ok=True)
+        argv, env_updates = command(binary, user_data, options, chrome_height=chrome_height)
+        log_path = workdir / "chromium.log"
+        tmpdir = _short_path_to(tmp)
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                       env={**os.environ, "TMPDIR": tmpdir, **env_updates,
+                                            # The crash handler's database, else ~/.config/chromium.
+                                            "BREAKPAD_DUMP_LOCATION": str(workdir / "crash-dumps")},
+                                       start_new_session=True, close_fds=True)
+        try:
+            port, browser_path = _wait_for_devtools(process, user_data, time.monotonic() + timeout)
+        except LaunchError as error:
+            kill_group(process.pid, grace=0)
+            process.wait()
+            if os.path.islink(tmpdir):
+                os.unlink(tmpdir)
+            raise LaunchError(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
+        return cls(process, workdir, port, browser_path, log_path, tmpdir)
+
+    def _measure_chrome_height(self, timeout):
+        """outerHeight - innerHeight of a fresh blank window (the first tab may be loading start_url)."""
+        with CdpClient(self.ws_url, timeout=timeout) as cdp:
+            target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+            gone = threading.Event()
+            cdp.on("Target.detachedFromTarget", lambda params, _: params.get("targetId") == target and gone.set())
+            session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            result = cdp.call("Runtime.evaluate", {"expression": "outerHeight - innerHeight", "returnByValue": True},
+                              session_id=session)
+            cdp.call("Target.closeTarget", {"targetId": target})
+            # closeTarget answers before the tab is gone; a client listing pages meanwhile would find
+            # it, and its commands to it would never be answered.
+            gone.wait(timeout)
+        return result["result"]["value"]
+
+    def stop(self, grace=2.0):
+        """SIGTERM to the group, SIGKILL to what is left after `grace` seconds; the exit status. Idempotent."""
+        if self.process.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.pid, grace=0)  # the renderers may outlive the browser process
+        if os.path.islink(self.tmpdir):
+            os.unlink(self.tmpdir)
+        return self.process.wait()
+
+
+def _short_path_to(tmp):
+    """`tmp`, or a short link to it in /tmp when its path is long: Chromium puts its singleton socket
+    in TMPDIR/org.chromium.Chromium.XXXXXX/, and a Unix socket's path may not exceed 107 bytes
+    (a longer one aborts the start with "Socket path too long")."""
+    if len(str(tmp)) <= MAX_TMPDIR_LENGTH:
+        return str(tmp)
+    for old in Path(tempfile.gettempdir()).glob("lantern-chromium-*"):
+        if old.is_symlink() and not old.exists():  # its workdir was removed without a stop()
+            old.unlink(missing_ok=True)
+    link = Path(tempfile.gettempdir()) / f"lantern-chromium-{hashlib.sha1(str(tmp).encode()).hexdigest()[:16]}"
+    if not (link.is_symlink() and os.readlink(link) == str(tmp)):
+        link.unlink(missing_ok=True)
+        link.symlink_to(tmp)
+    return str(link)
+
+
+def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
+    """End process group `pgid` (SIGTERM, then SIGKILL after `grace` s) and wait until none of its
+    processes runs; True if it had any. Usable for a group recorded before a restart: with
+    `expect_in_cmdline` (e.g. the user-data-dir), a group none of whose processes' command line
+    contains it is left alone, in case its id now belongs to something else."""
+    members = _group_members(pgid)
+    if not members:
+        return False
+    if expect_in_cmdline and not any(expect_in_cmdline in _cmdline(pid) for pid in members):
+        return False
+    if grace > 0:
+        _signal_group(pgid, signal.SIGTERM)
+        _wait_group_gone(pgid, time.monotonic() + grace)
+    _signal_group(pgid, signal.SIGKILL)
+    _wait_group_gone(pgid, time.monotonic() + 5)
+    return True
+
+
+def group_alive(pgid):
+    return bool(_group_members(pgid))
+
+
+def _signal_group(pgid, signum):
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_group_gone(pgid, deadline):
+    while _group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _group_members(pgid):
+    """Live (not zombie) processes of group `pgid`, from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait_for_devtools(process, user_data, deadline):
+    """(port, /devtools/browser/<uuid>) once the file names them and /json/version answers."""
+    active_port = user_data / "DevToolsActivePort"
+    while True:
+        if process.poll() is not None:
+            raise LaunchError(f"Chromium exited with {process.returncode} before its DevTools endpoint answered")
+        if time.monotonic() > deadline:
+            raise LaunchError("Chromium's DevTools endpoint did not answer in time")
+        lines = active_port.read_text().splitlines() if active_port.exists() else []
+        if len(lines) >= 2 and _answers(f"http://127.0.0.1:{lines[0]}/json/version"):
+            return int(lines[0]), lines[1]
+        time.sleep(0.02)
+
+
+def _answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _tail(path):
+    try:
+        return Path(path).read_text(errors="replace")[-LOG_TAIL_CHARS:]
+    except OSError:
+        return ""
+
+
+def xvfb_available():
+    return shutil.which("Xvfb") is not None
+
+
+def start_xvfb(workdir, *, first_display=99, timeout=10.0):
+    """Start `Xvfb :N` on the first free display number from `first_display`; (process, ":N").
+    Its output goes to workdir/xvfb.log; the caller stops it (process.terminate())."""
+    binary = shutil.which("Xvfb")
+    if binary is None:
+        raise LaunchError("Xvfb is not installed")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for number in range(first_display, first_display + 100):
+        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+            continue
+        with open(workdir / "xvfb.log", "ab") as log_file:
+            process = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+                                       stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            if Path(f"/tmp/.X11-unix/X{number}").exists():
+                return process, f":{number}"
+            time.sleep(0.05)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+            raise LaunchError(f"Xvfb :{number} did not start in time: {_tail(workdir / 'xvfb.log')}")
+        # Lost a race for that number to another X server: try the next.
+    raise LaunchError("no free X display number")

@@ -1,0 +1,378 @@
+"""The browser host: a process (`flask --app app browsers host`) that owns Chromium processes.
+
+It registers itself (name, address, capacity) and heart-beats in the database; workers
+place sessions on it and call its control API, authorised by the shared secret
+(app/browsers/hosts.py):
+
+    POST   /sessions                      start a browser (settings, extension archives, profile state)
+    DELETE /sessions/{id}?save_state=1    stop it; the profile's state comes back when asked
+    GET    /sessions/{id}/json/version    Chromium's answers, for the app's /cdp/json routes
+    GET    /sessions/{id}/json/list
+    GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
+    GET    /health
+
+Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each browser lives
+in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
+registry: after a crash (`kill -9`), the next start kills the process groups recorded
+there and removes the folders, and ends the sessions the database still gives this host.
+While a CDP client is connected the session is active (touched every heartbeat); when
+the last one leaves, its idle timeout starts from then.
+"""
+import base64
+import hmac
+import io
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from app.browsers import hosts, sessions
+from app.browsers.host import launch, storage
+from app.browsers.host.cdp import CdpClient, CdpError
+from app.browsers.models import ENDED_BY_HOST_RESTART, BrowserHost, BrowserSession
+from app.core import clock
+from app.core.db import db
+from app.core.splice import splice
+
+logger = logging.getLogger(__name__)
+ENDED_BY_BROWSER_EXIT = "browser_exited"
+PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
+
+
+@dataclass
+class Hosted:
+    """One session's browser on this host."""
+
+    session_id: str
+    workdir: Path
+    browser: launch.Browser | None = None
+    xvfb: object = None
+    origins: set = field(default_factory=set)  # of the loaded profile: read back on save
+    clients: int = 0
+    stopping: bool = False
+
+
+class BrowserHostServer:
+    def __init__(self, app, *, name, bind, advertise, capacity):
+        self.app = app
+        self.name = name
+        self.bind = bind
+        self.advertise = advertise
+        self.capacity = capacity
+        config = app.config
+        self.root = Path(config["BROWSER_HOST_DIR"] or os.path.join(app.instance_path, "browser-host")) / name
+        self.binary = launch.find_chromium(config["BROWSER_CHROMIUM_PATH"])
+        self.headful = launch.xvfb_available()
+        self.secret = hosts.secret(app)
+        self.hosted = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.host_id = None
+        self.httpd = None
+
+    # -- life ------------------------------------------------------------------------------
+
+    def run(self):
+        """Serve until SIGTERM or SIGINT; then stop every browser and end their sessions."""
+        (self.root / "sessions").mkdir(parents=True, exist_ok=True)
+        self.clean_up_after_crash()
+        self.register()
+        self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
+        self.httpd.daemon_threads = True
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
+        threading.Thread(target=self.heartbeat_loop, daemon=True, name="heartbeat").start()
+        logger.info("browser host %s serving on %s (capacity %s, chromium %s, headful %s)", self.name,
+                    self.advertise, self.capacity, self.binary or "MISSING", self.headful)
+        self.httpd.serve_forever(poll_interval=0.2)
+        self.stopped.wait()
+
+    def shutdown(self):
+        for session_id in list(self.hosted):
+            self.stop_browser(session_id, save=False, reason="host_stopped")
+        with self.app.app_context(), db.connection_context():
+            BrowserHost.update(heartbeat_at=clock.EPOCH).where(BrowserHost.id == self.host_id).execute()
+        self.httpd.shutdown()
+        self.stopped.set()
+
+    def register(self):
+        reason = None if self.binary else ("Chromium is not installed on this host: apt-get install chromium "
+                                           "(or set BROWSER_CHROMIUM_PATH)")
+        now = clock.now()
+        fields = {"address": self.advertise, "capacity": self.capacity if self.binary else 0,
+                  "headful": self.headful, "unavailable_reason": reason, "started_at": now, "heartbeat_at": now}
+        with self.app.app_context(), db.connection_context(), db.atomic():
+            host = BrowserHost.get_or_none(BrowserHost.name == self.name)
+            if host is None:
+                host = BrowserHost.create(name=self.name, **fields)
+            else:
+                BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
+            self.host_id = host.id
+            # Whatever the database still gives this host died with its previous run.
+            for session in BrowserSession.active().where(BrowserSession.host == host.id):
+                sessions.end(session, ENDED_BY_HOST_RESTART)
+
+    def clean_up_after_crash(self):
+        """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
+        for workdir in (self.root / "sessions").iterdir():
+            for record in ("chromium.pgid", "xvfb.pgid"):
+                try:
+                    pgid = int((workdir / record).read_text())
+                except (OSError, ValueError):
+                    continue
+                if launch.kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid" else
+                                     None):
+                    logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def heartbeat_loop(self):
+        interval = self.app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]
+        while not self.stopped.wait(interval):
+            try:
+                with self.app.app_context(), db.connection_context():
+                    BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == self.host_id).execute()
+                    self.touch([h.session_id for h in list(self.hosted.values()) if h.clients])
+            except Exception:  # noqa: BLE001 - a database hiccup must not end the heartbeat
+                logger.exception("heartbeat failed")
+
+    def touch(self, session_ids):
+        """A connected CDP client is activity: the idle timeout counts from when the last one left."""
+        for session in BrowserSession.active().where(BrowserSession.id.in_(session_ids)):
+            sessions.touch(session)
+
+    # -- browsers --------------------------------------------------------------------------
+
+    def start_browser(self, body):
+        """(status, answer) for POST /sessions."""
+        session_id = body["session_id"]
+        if not self.binary:
+            return 503, {"code": "chromium_missing", "message": "Chromium is not installed on browser host "
+                         f"{self.name}: apt-get install chromium."}
+        if not body.get("headless") and not self.headful:
+            return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
+                         "apt-get install xvfb (or create the session with headless true)."}
+        with self.lock:
+            if session_id in self.hosted:
+                return 409, {"code": "conflict", "message": f"Session {session_id} already runs here."}
+            if len(self.hosted) >= self.capacity:
+                return 503, {"code": "no_browser_capacity", "message": f"Browser host {self.name} is full."}
+            hosted = self.hosted[session_id] = Hosted(session_id, self.root / "sessions" / session_id)
+        try:
+            self._launch(hosted, body)
+        except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
+            logger.exception("starting the browser of session %s failed", session_id)
+            self.stop_browser(session_id, save=False, reason=None)
+            return 500, {"code": "browser_start_failed", "message": str(error).splitlines()[0][:500]}
+        threading.Thread(target=self.watch, args=(hosted,), daemon=True).start()
+        return 201, {"pid": hosted.browser.pid, "browser_path": hosted.browser.browser_path}
+
+    def _launch(self, hosted, body):
+        hosted.workdir.mkdir(parents=True)
+        extension_dirs = [self._unpack(hosted.workdir / "extensions" / e["id"], e["zip"])
+                          for e in body.get("extensions") or ()]
+        display = None
+        if not body.get("headless"):
+            hosted.xvfb, display = launch.start_xvfb(hosted.workdir)
+            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
+        viewport = body.get("viewport")
+        location = body.get("location") or {}
+        options = launch.LaunchOptions(
+            headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
+            timezone=location.get("timezone"), locale=location.get("locale"), start_url=body.get("start_url"),
+            extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
+            display=display)
+        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options)
+        (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.pid))
+        state = body.get("profile_state")
+        if state:
+            hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
+            with CdpClient(hosted.browser.ws_url) as cdp:
+                storage.load_state(cdp, state)
+
+    @staticmethod
+    def _unpack(folder, archive_b64):
+        """An extension archive (validated at upload) into `folder`, its manifest's folder returned."""
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(archive_b64))) as archive:
+            for entry in archive.infolist():
+                target = (folder / entry.filename).resolve()
+                if not target.is_relative_to(folder.resolve()):
+                    raise ValueError(f"extension entry {entry.filename!r} leaves its folder")
+            archive.extractall(folder)
+        manifests = sorted(folder.rglob("manifest.json"), key=lambda p: len(p.parts))
+        return str(manifests[0].parent if manifests else folder)
+
+    def stop_browser(self, session_id, *, save, reason):
+        """Stop a session's browser (its state read first when `save`); the state or None.
+        With `reason`, the session is also ended in the database (the browser ended it)."""
+        with self.lock:
+            hosted = self.hosted.get(session_id)
+            if hosted is None or hosted.stopping:
+                return None
+            hosted.stopping = True
+        state = None
+        try:
+            if save and hosted.browser and hosted.browser.alive:
+                try:
+                    with CdpClient(hosted.browser.ws_url) as cdp:
+                        state = storage.read_state(cdp, extra_origins=hosted.origins)
+                except (CdpError, OSError) as error:
+                    logger.warning("reading the profile state of session %s failed: %s", session_id, error)
+            if hosted.browser:
+                hosted.browser.stop()
+            if hosted.xvfb is not None:
+                launch.kill_group(hosted.xvfb.pid, grace=1)
+                hosted.xvfb.wait()
+        finally:
+            _remove(hosted.workdir)
+            with self.lock:
+                self.hosted.pop(session_id, None)
+        if reason:
+            with self.app.app_context(), db.connection_context():
+                session = BrowserSession.get_or_none(BrowserSession.id == session_id)
+                if session is not None:
+                    sessions.end(session, reason)
+        return state
+
+    def watch(self, hosted):
+        """A browser that exits by itself (crash, killed) ends its session."""
+        hosted.browser.process.wait()
+        if not hosted.stopping:
+            logger.warning("the browser of session %s exited with %s", hosted.session_id,
+                           hosted.browser.process.returncode)
+            self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
+
+    def client_joined(self, hosted):
+        with self.lock:
+            hosted.clients += 1
+        self._touch_now(hosted)
+
+    def client_left(self, hosted):
+        with self.lock:
+            hosted.clients -= 1
+        self._touch_now(hosted)  # the idle timeout counts from the last client's leaving
+
+    def _touch_now(self, hosted):
+        try:
+            with self.app.app_context(), db.connection_context():
+                self.touch([hosted.session_id])
+        except Exception:  # noqa: BLE001 - the heartbeat touches again
+            logger.exception("recording CDP activity of session %s failed", hosted.session_id)
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def handler_class(self):
+        server = self
+
+        class Handler(ControlHandler):
+            host = server
+
+        return Handler
+
+
+class ControlHandler(BaseHTTPRequestHandler):
+    host: BrowserHostServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def authorised(self):
+        given = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if hmac.compare_digest(given.encode(), self.host.secret.encode()):
+            return True
+        self.answer(401, {"code": "unauthorized", "message": "Wrong or missing host secret."})
+        return False
+
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def route(self):
+        path = urlsplit(self.path)
+        parts = [p for p in path.path.split("/") if p]
+        return parts, parse_qs(path.query)
+
+    def do_POST(self):  # noqa: N802 - the stdlib's name
+        if not self.authorised():
+            return
+        parts, _ = self.route()
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if parts == ["sessions"]:
+            self.answer(*self.host.start_browser(body))
+        else:
+            self.answer(404, {"code": "not_found", "message": self.path})
+
+    def do_DELETE(self):  # noqa: N802
+        if not self.authorised():
+            return
+        parts, query = self.route()
+        if len(parts) == 2 and parts[0] == "sessions" and parts[1] in self.host.hosted:
+            state = self.host.stop_browser(parts[1], save=query.get("save_state") == ["1"], reason=None)
+            self.answer(200, {"profile_state": state})
+        else:
+            self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
+
+    def do_GET(self):  # noqa: N802
+        if not self.authorised():
+            return
+        parts, _ = self.route()
+        if parts == ["health"]:
+            self.answer(200, {"name": self.host.name, "capacity": self.host.capacity,
+                              "sessions": sorted(self.host.hosted)})
+            return
+        hosted = self.host.hosted.get(parts[1]) if len(parts) >= 3 and parts[0] == "sessions" else None
+        if hosted is None or hosted.browser is None or hosted.stopping:
+            self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
+        elif parts[2:] in (["json", "version"], ["json", "list"]):
+            url = f"http://127.0.0.1:{hosted.browser.port}/{'/'.join(parts[2:])}"
+            with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - Chromium on loopback
+                self.answer(200, json.loads(response.read()))
+        elif parts[2] == "cdp" and self.headers.get("Upgrade", "").lower() == "websocket":
+            target = "/" + "/".join(parts[3:]) if len(parts) > 3 else hosted.browser.browser_path
+            self.relay(hosted, target)
+        else:
+            self.answer(404, {"code": "not_found", "message": self.path})
+
+    def relay(self, hosted, target):
+        """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""
+        self.close_connection = True
+        try:
+            upstream = socket.create_connection(("127.0.0.1", hosted.browser.port), timeout=10)
+        except OSError:
+            self.answer(502, {"code": "browser_unreachable", "message": "The browser does not answer."})
+            return
+        lines = [f"GET {target} HTTP/1.1", f"Host: 127.0.0.1:{hosted.browser.port}", "Upgrade: websocket",
+                 "Connection: Upgrade"]
+        lines += [f"{name}: {self.headers[name]}" for name in PASSED_HEADERS if self.headers.get(name)]
+        upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        upstream.settimeout(None)
+        self.host.client_joined(hosted)
+        try:
+            splice(self.connection, upstream)
+        finally:
+            upstream.close()
+            self.host.client_left(hosted)
+
+
+def _remove(folder):
+    """Remove a browser's folder; a file still being released can make one attempt fail."""
+    for delay in (0, 0.2, 0.4, 0.8):
+        time.sleep(delay)
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+    logger.warning("could not remove %s", folder)

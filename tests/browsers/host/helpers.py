@@ -1,0 +1,51 @@
+"""What the browser-host tests share: the skip when there is no Chromium, a small website, and pages over CDP."""
+import json
+
+import pytest
+
+from app.browsers.host.launch import find_chromium
+from tests.fakes import LocalServer
+
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium at /usr/lib/chromium/chromium (`apt-get install chromium` on Debian)")
+
+
+class Site(LocalServer):
+    """Serves a small HTML page at every path on 127.0.0.1, and keeps each request's headers."""
+
+    def __init__(self):
+        super().__init__()
+        self.headers = []
+
+    @property
+    def port(self):
+        return self._server.server_address[1]
+
+    def get(self, handler):
+        self.headers.append(handler.headers)
+        handler.answer(200, b"<!doctype html><title>site</title><p>hello</p>", "text/html")
+
+
+def open_page(cdp, url):
+    """A new tab on `url` in the default context; its flattened session id."""
+    target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    navigate(cdp, session, url)
+    return session
+
+
+def navigate(cdp, session, url):
+    """Page.navigate's errorText (None when the page loaded), once the document is complete."""
+    error = cdp.call("Page.navigate", {"url": url}, session_id=session).get("errorText")
+    if not error:
+        evaluate(cdp, session, "new Promise(done => document.readyState === 'complete' ? done() "
+                               ": addEventListener('load', () => done()))")
+    return error
+
+
+def evaluate(cdp, session, expression):
+    result = cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True},
+                      session_id=session)
+    assert "exceptionDetails" not in result, json.dumps(result["exceptionDetails"])
+    return result["result"].get("value")
