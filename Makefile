@@ -1,10 +1,12 @@
 # Lantern: `make run` serves on SQLite, `make test` runs the suite.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 HOST ?= 127.0.0.1
 PORT ?= 8000
+BROWSER_HOST_PORT ?= 8790
 WORKERS ?= 2
 # Every open SSE stream holds one connection of a gevent worker (7-16 KiB each when idle);
 # each worker admits streams up to this less 100 kept for ordinary requests.
@@ -12,23 +14,25 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test chromium run test test-postgres bench lint clean
+.PHONY: install install-test browser-packages run test test-postgres bench lint clean
 
 install: $(VENV)/.installed
-# Debian's Chromium, for the browser tests (they skip without it): installed when missing, if apt-get
-# and root, said first; otherwise what to install is printed.
+# Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests:
+# installed when missing, if apt-get and root, said first; otherwise what to install is printed.
+BROWSER_PACKAGES := chromium xvfb
 install-test: $(VENV)/.installed-test
-	@$(MAKE) --no-print-directory chromium
+	@$(MAKE) --no-print-directory browser-packages
 
-chromium:
-	@if command -v chromium >/dev/null; then exit 0; \
+browser-packages:
+	@missing="$$(for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done | xargs)"; \
+	if [ -z "$$missing" ]; then exit 0; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		echo "Chromium is missing: installing Debian's chromium package with apt-get (about 110 packages," \
-		     "some 400 MB, and it may upgrade system packages such as systemd)."; \
-		apt-get update -q && apt-get install -y -q chromium || echo "apt-get could not install chromium."; \
+		echo "Installing Debian's $$missing with apt-get (Chromium is about 110 packages, some 400 MB," \
+		     "and may upgrade system packages such as systemd)."; \
+		apt-get update -q && apt-get install -y -q $$missing || echo "apt-get could not install $$missing."; \
 	else \
-		echo "Chromium is missing and cannot be installed here (needs apt-get as root):" \
-		     "install Debian's chromium package (sudo apt-get install chromium); browser tests skip until then."; \
+		echo "Missing: $$missing. Install them (sudo apt-get install $$missing): until then browsers cannot" \
+		     "start (creates answer 503 no_browser_host) and the browser tests skip."; \
 	fi
 
 $(BIN)/python:
@@ -43,11 +47,15 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[test]'
 	touch $@ $(VENV)/.installed
 
-run: install
+# The API (gunicorn) and a browser host beside it; Ctrl-C stops both (the host stops its browsers).
+run: install browser-packages
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
+	@$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT) & host=$$!; \
 	$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
-		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
+		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app & app=$$!; \
+	trap 'kill $$host $$app 2>/dev/null; wait' INT TERM; \
+	wait -n; kill $$host $$app 2>/dev/null; wait
 
 test: install-test
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -59,6 +67,7 @@ bench: install-test
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/invocation_fanout.py $(FANOUT_ARGS)
 	$(BIN)/python bench/telemetry.py $(TELEMETRY_ARGS)
+	$(BIN)/python bench/browsers.py $(BROWSER_BENCH_ARGS)
 
 lint: install-test
 	$(PIP) ruff

@@ -78,15 +78,37 @@ class DefaultConfig:
     # A new organization's cap on running invocations (None: only project caps apply).
     DEFAULT_ORG_MAX_CONCURRENT_INVOCATIONS = None
 
-    # Browser sessions. The driver that provides browsers ("external": they run elsewhere
-    # and report through the ingest endpoints). The external driver's endpoints, as
-    # templates taking {session_id}, unless the create request's `driver` gives them.
-    BROWSER_DRIVER = "external"
+    # Browser sessions. The driver that provides browsers: "host" (a real Chromium on a
+    # browser host, below) or "external" (they run elsewhere and report through the ingest
+    # endpoints). The external driver's endpoints, as templates taking {session_id}, unless
+    # the create request's `driver` gives them.
+    BROWSER_DRIVER = "host"
     BROWSER_EXTERNAL_CDP_WS_URL = "ws://127.0.0.1:9222/devtools/browser/{session_id}"
     BROWSER_EXTERNAL_WEBDRIVER_WS_URL = "ws://127.0.0.1:4444/session/{session_id}"
     BROWSER_EXTERNAL_LIVE_VIEW_URL = None
     # Retry-After of a 429 when a session cap is reached.
     BROWSER_RETRY_AFTER_SECONDS = 5
+    # Browser hosts (`flask browsers host`, app/browsers/hosts.py): each heart-beats every
+    # BROWSER_HOST_HEARTBEAT_SECONDS; one silent for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new
+    # sessions; its sessions end). Hosts and the app share BROWSER_HOST_SECRET (None: generated
+    # once into instance/browser-host.secret, which is enough on one machine). A host takes
+    # BROWSER_HOST_CAPACITY browsers (None: its memory / BROWSER_HOST_MEMORY_PER_BROWSER_MB, as an
+    # idle headless Chromium is ~380 MB PSS here), keeps their folders under BROWSER_HOST_DIR
+    # (None: instance/browser-host) and runs BROWSER_CHROMIUM_PATH (None: Debian's
+    # /usr/lib/chromium/chromium). The app waits BROWSER_HOST_START_SECONDS for a browser to start.
+    BROWSER_HOST_SECRET = None
+    BROWSER_HOST_HEARTBEAT_SECONDS = 2
+    BROWSER_HOST_TIMEOUT_SECONDS = 10
+    BROWSER_HOST_CAPACITY = None
+    BROWSER_HOST_MEMORY_PER_BROWSER_MB = 512
+    BROWSER_HOST_DIR = None
+    BROWSER_CHROMIUM_PATH = None
+    BROWSER_HOST_START_SECONDS = 30
+    # Retry-After of a 503 when no browser host has room.
+    BROWSER_CAPACITY_RETRY_AFTER_SECONDS = 5
+    # Where clients reach this server (cdp_ws_url, the hosted login page), e.g.
+    # https://lantern.example.com behind a proxy; None: the host of each request.
+    PUBLIC_BASE_URL = None
     # How often each worker ends sessions past their idle deadline (wsgi.py's periodic loop).
     BROWSER_IDLE_SWEEP_SECONDS = 5
     # Activity within this many seconds of the last recorded one is not written again

@@ -30,6 +30,9 @@ SERVER_SETTINGS = {
     "LANTERN_ENCRYPTION_KEYS": "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c=",
     # Released blobs go at once, so tests can see them go (the grace is tested in-process).
     "LANTERN_BLOB_GRACE_SECONDS": "0",
+    # Browsers come from the ingest endpoints unless a test starts a browser host (tests/browsers/live/).
+    "LANTERN_BROWSER_DRIVER": "external",
+    "LANTERN_BROWSER_HOST_SECRET": "test-host-secret",
 }
 
 

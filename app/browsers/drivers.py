@@ -1,15 +1,24 @@
 """Drivers provide the browser behind a session record.
 
-A driver starts the browser for a new session and answers where clients reach it
-(CDP and WebDriver BiDi WebSocket URLs, a live view), and stops it when the session
-ends. Telemetry and log lines reach Lantern through app.browsers.telemetry.ingest and
-app.browsers.logs.ingest: an in-process driver calls them directly, the external
-driver's browser posts to the ingest endpoints.
+A driver chooses where a new session's browser runs (inside the admission transaction),
+starts it and answers where clients reach it (CDP and WebDriver BiDi WebSocket URLs, a
+live view), and stops it when the session ends. Telemetry and log lines reach Lantern
+through app.browsers.telemetry.ingest and app.browsers.logs.ingest: the host driver's
+hosts capture them, the external driver's browser posts to the ingest endpoints.
 """
+import base64
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from flask import current_app
+
+from app.browsers import hosts
+from app.core.errors import ApiError
+from app.extensions.models import Extension
+from app.profiles.models import Profile, save_profile_state
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -22,8 +31,14 @@ class Endpoints:
 class Driver(Protocol):
     name: str
 
+    def place(self, session, settings: dict) -> None:
+        """Reserve where the browser runs, inside the admission transaction (raise ApiError to refuse)."""
+
     def start(self, session, settings: dict) -> Endpoints:
         """Provide the browser for `session` (configured by the create request's settings)."""
+
+    def cdp_ws_url(self, session) -> str:
+        """The CDP URL the session's record shows."""
 
     def stop(self, session) -> None:
         """Release the browser of an ended session; must tolerate being called twice."""
@@ -35,6 +50,9 @@ class ExternalDriver:
     It reads its configuration (viewport, location, network, ...) from GET /browsers/{id}."""
 
     name = "external"
+
+    def place(self, session, settings):
+        pass
 
     def start(self, session, settings):
         given = settings.get("driver") or {}
@@ -51,12 +69,71 @@ class ExternalDriver:
             live_view_url=endpoint("live_view_url", config["BROWSER_EXTERNAL_LIVE_VIEW_URL"]),
         )
 
+    def cdp_ws_url(self, session):
+        return session.cdp_ws_url
+
     def stop(self, session):
         # Nothing runs here; the external browser learns of the end from its next ingest (409).
         pass
 
 
-DRIVERS = {driver.name: driver for driver in (ExternalDriver(),)}
+class HostDriver:
+    """A real Chromium on a browser host (app/browsers/hosts.py, app/browsers/host/).
+
+    Clients reach it only through this server's CDP relay, /browsers/{id}/cdp, with the
+    session's token in the URL (or a bearer key). The host is told everything it needs
+    (settings, extension archives, the profile's state), so it needs none of this server's
+    files; the profile's state comes back when the session ends with save_changes.
+    """
+
+    name = "host"
+
+    def place(self, session, settings):
+        session.host = hosts.place(headful=not session.headless)
+
+    def start(self, session, settings):
+        config = current_app.config
+        body = {"session_id": session.id, "headless": session.headless, "stealth": session.stealth,
+                "viewport": settings.get("viewport"), "location": settings.get("location"),
+                "start_url": settings.get("start_url"),
+                "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
+                "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
+                "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None}
+        try:
+            hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
+        except hosts.HostError as error:
+            if error.status == 400:
+                raise ApiError(400, "bad_request", str(error)) from None
+            raise ApiError(503, "browser_start_failed", f"The browser could not be started: {error}",
+                           headers={"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}) from None
+        base = f"{hosts.public_ws_base()}/browsers/{session.id}"
+        return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")
+
+    def cdp_ws_url(self, session):
+        return f"{session.cdp_ws_url}?token={hosts.cdp_token(session.id)}"
+
+    def stop(self, session):
+        if session.host_id is None:
+            return
+        save = session.profile_save_changes and session.profile_id is not None
+        try:
+            answer = hosts.call(session.host, "DELETE", f"/sessions/{session.id}?save_state={int(save)}",
+                                timeout=current_app.config["BROWSER_HOST_START_SECONDS"])
+        except hosts.HostError as error:
+            if error.status != 404:  # 404: the host no longer runs it (restarted, or stopped twice)
+                logger.warning("browser host could not stop session %s: %s", session.id, error)
+            return
+        if save and answer and answer.get("profile_state") is not None:
+            save_profile_state(session.profile_id, answer["profile_state"])
+
+
+def _archive(extension_id):
+    extension = Extension.get_by_id(extension_id)
+    with open(extension.path, "rb") as archive:
+        return {"id": extension.id, "zip": base64.b64encode(archive.read()).decode()}
+
+
+DRIVERS = {driver.name: driver for driver in (ExternalDriver(), HostDriver())}
 
 
 def driver_named(name):

@@ -22,6 +22,31 @@ from app.projects.resources import active_resource_counter
 
 # Why a session ended (its record keeps it; the API shows deleted_at).
 ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
+# ...its browser host stopped heart-beating, or restarted without it; its browser failed to start.
+ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_LAUNCH_FAILURE = "host_lost", "host_restarted", "launch_failed"
+
+
+class BrowserHost(BaseModel):
+    """A browser host process (`flask browsers host`): it owns the Chromium processes of the
+    sessions placed on it. It registers at start (by name, so a restart is the same host)
+    and heart-beats; a host whose heartbeat is older than BROWSER_HOST_TIMEOUT_SECONDS is
+    lost: it gets no new session and its sessions end."""
+
+    id = CharField(primary_key=True, default=new_id)
+    name = CharField(unique=True)
+    # Where workers reach its control API and CDP relay (http://address:port).
+    address = CharField()
+    capacity = IntegerField()
+    # Headful sessions need Xvfb on the host.
+    headful = BooleanField(default=False)
+    # Why it takes no session although it runs (Chromium missing), or None.
+    unavailable_reason = TextField(null=True)
+    started_at = UtcDateTimeField(default=clock.now)
+    heartbeat_at = UtcDateTimeField(default=clock.now)
+
+    @classmethod
+    def live(cls, timeout_seconds):
+        return cls.select().where(cls.heartbeat_at > clock.now() - timedelta(seconds=timeout_seconds))
 
 
 class BrowserSession(BaseModel):
@@ -61,6 +86,8 @@ class BrowserSession(BaseModel):
     last_seq = BigIntegerField(default=0)
     # Events accepted but not kept (telemetry off, or their category off).
     telemetry_dropped = BigIntegerField(default=0)
+    # The browser host running this session's Chromium (host driver only).
+    host = ForeignKeyField(BrowserHost, null=True, backref="sessions", on_delete="SET NULL")
 
     @classmethod
     def lookup(cls, project, id_or_name, *, include_deleted=False):

@@ -119,7 +119,7 @@ BrowserCategories = ma.Schema.from_dict(
 
 
 class OtlpExport(ma.Schema):
-    enabled = JsonBoolean()
+    enabled = JsonBoolean(metadata={"enum": [False]})
     destination = ma.fields.Nested(Ref)
 
     @ma.validates_schema
@@ -134,7 +134,7 @@ class TelemetryExport(ma.Schema):
 
 
 class TelemetryStorage(ma.Schema):
-    enabled = JsonBoolean()
+    enabled = JsonBoolean(metadata={"enum": [True]})
 
     @ma.validates("enabled")
     def kept(self, value, **kwargs):
@@ -157,7 +157,10 @@ class TelemetryConfig(ma.Schema):
 
 
 def websocket_or_http_url(value):
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError as error:  # e.g. "ws://[x": an unclosed IPv6 host
+        raise ma.ValidationError(f"Not a URL: {error}.") from None
     if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
         raise ma.ValidationError("Must be a ws://, wss://, http:// or https:// URL.")
     # With a jwt= the SDK would send stream requests to the browser instead of to Lantern (contract 5).
@@ -165,23 +168,33 @@ def websocket_or_http_url(value):
         raise ma.ValidationError("Must not carry a jwt query parameter.")
 
 
+# What websocket_or_http_url takes, for the OpenAPI document (a plain host; no jwt= either).
+ENDPOINT_URL = {"pattern": r"^(wss?|https?)://[A-Za-z0-9.:_~-]+([/?#]\S*)?$"}
+
+
 class DriverSettings(ma.Schema):
     """Lantern: where the external browser listens, when configuration does not say."""
 
     kind = ma.fields.String(validate=validate.OneOf(["external"]))
-    cdp_ws_url = ma.fields.String(validate=websocket_or_http_url)
-    webdriver_ws_url = ma.fields.String(validate=websocket_or_http_url)
-    live_view_url = ma.fields.String(validate=websocket_or_http_url)
+    cdp_ws_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
+    webdriver_ws_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
+    live_view_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
+
+
+MAX_TAGS = 50
 
 
 def tag_map(value):
-    if len(value) > 50:
-        raise ma.ValidationError("At most 50 tags.")
+    if len(value) > MAX_TAGS:
+        raise ma.ValidationError(f"At most {MAX_TAGS} tags.")
 
 
 Tags = ma.fields.Dict(keys=ma.fields.String(validate=validate.Length(1, 255)),
-                      values=ma.fields.String(validate=validate.Length(max=255)), validate=tag_map)
-StartUrl = ma.fields.Url(schemes={"http", "https"}, require_tld=False)
+                      values=ma.fields.String(validate=validate.Length(max=255)), validate=tag_map,
+                      metadata={"maxProperties": MAX_TAGS})
+# Documented: a subset of what the URL validator takes (dotted names of letters and digits, a port, a path).
+START_URL = r"^https?://([A-Za-z0-9]{1,63}\.)*[A-Za-z0-9]{2,63}(:[0-9]{1,5})?(/|[/?#]\S+)?$"
+StartUrl = ma.fields.Url(schemes={"http", "https"}, require_tld=False, metadata={"pattern": START_URL})
 
 
 class BrowserCreateSchema(ma.Schema):
@@ -229,15 +242,18 @@ class BrowserCreateSchema(ma.Schema):
 class BrowserUpdateSchema(ma.Schema):
     disable_default_proxy = JsonBoolean(metadata={"deprecated": True})
     location = ma.fields.Nested(Location)
-    name = ma.fields.String(allow_none=True, metadata={"description": 'null or "" clears'})
+    name = ma.fields.String(allow_none=True, metadata={"description": 'null or "" clears', "maxLength": 255,
+                                                       "anyOf": [{"maxLength": 0}, {"pattern": PathName.pattern()}]})
     network = ma.fields.Nested(NetworkUpdate)
     profile = ma.fields.Nested(ProfileRef)
     proxy = ma.fields.Nested(ProxyRef)
     proxy_id = ma.fields.String(allow_none=True, metadata={"deprecated": True, "description": '"" removes'})
-    start_url = ma.fields.String(metadata={"description": '"" leaves the page'})
+    start_url = ma.fields.String(metadata={"description": '"" leaves the page',
+                                           "anyOf": [{"maxLength": 0}, {"pattern": START_URL}]})
     tags = ma.fields.Dict(keys=ma.fields.String(validate=validate.Length(1, 255)),
                           values=ma.fields.String(validate=validate.Length(max=255)), validate=tag_map,
-                          allow_none=True, metadata={"description": "replaces all tags; null or {} clears"})
+                          allow_none=True, metadata={"description": "replaces all tags; null or {} clears",
+                                                     "maxProperties": MAX_TAGS})
     telemetry = ma.fields.Nested(TelemetryConfig, allow_none=True,
                                  metadata={"description": "null or {} leaves it; enabled false stops capture"})
     viewport = ma.fields.Nested(ViewportUpdate)
@@ -407,3 +423,25 @@ class LogIngestSchema(LogSourceSchema):
 
 class InvocationBrowsersSchema(ma.Schema):
     browsers = ma.fields.List(ma.fields.Nested(BrowserSchema))
+
+
+class CdpVersionSchema(ma.Schema):
+    """Chromium's /json/version, with the WebSocket URL of Lantern's relay."""
+
+    class Meta:
+        unknown = ma.INCLUDE
+
+    Browser = ma.fields.String()
+    Protocol_Version = ma.fields.String(data_key="Protocol-Version")
+    User_Agent = ma.fields.String(data_key="User-Agent")
+    webSocketDebuggerUrl = ma.fields.String()
+
+
+class CdpTargetSchema(ma.Schema):
+    """One of Chromium's /json/list targets, reached through Lantern's relay."""
+
+    id = ma.fields.String()
+    type = ma.fields.String()
+    title = ma.fields.String()
+    url = ma.fields.String()
+    webSocketDebuggerUrl = ma.fields.String()

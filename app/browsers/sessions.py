@@ -12,7 +12,13 @@ from flask import current_app
 from peewee import JOIN
 
 from app.browsers.drivers import driver_named
-from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession, BrowserTag
+from app.browsers.models import (
+    ENDED_BY_LAUNCH_FAILURE,
+    ENDED_BY_REQUEST,
+    ENDED_BY_TIMEOUT,
+    BrowserSession,
+    BrowserTag,
+)
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock, periodic
 from app.core.db import db, exclusive, save_or_conflict
@@ -82,6 +88,7 @@ def create(project, args):
         created_at=now, last_active_at=now,
     )
     session.idle_deadline = session.deadline_from(now)
+    driver = driver_named(session.driver)
     org = Organization.get_by_id(project.org_id)
     with exclusive(org):
         ended = _end_idle(org.id)
@@ -90,14 +97,15 @@ def create(project, args):
             raise concurrency_limit_error("max_concurrent_sessions", reached,
                                           retry_after=current_app.config["BROWSER_RETRY_AFTER_SECONDS"],
                                           advice="End a session or retry later.")
+        driver.place(session, settings)
         save_or_conflict(session, name_taken(session.name), force_insert=True)
         replace_tags(session, args.get("tags") or {})
     after_end(ended)
     # The browser starts once its slot is held, outside the organization lock.
     try:
-        endpoints = driver_named(session.driver).start(session, settings)
+        endpoints = driver.start(session, settings)
     except Exception:
-        end(session, "driver_failed")
+        end(session, ENDED_BY_LAUNCH_FAILURE)
         raise
     session.cdp_ws_url, session.webdriver_ws_url = endpoints.cdp_ws_url, endpoints.webdriver_ws_url
     session.live_view_url = endpoints.live_view_url
@@ -344,7 +352,7 @@ def record(session):
     location_given = settings.get("location") or {}
     out = {
         "session_id": session.id,
-        "cdp_ws_url": session.cdp_ws_url,
+        "cdp_ws_url": driver_named(session.driver).cdp_ws_url(session),
         "webdriver_ws_url": session.webdriver_ws_url,
         "created_at": clock.isoformat(session.created_at),
         "headless": session.headless,

@@ -2,10 +2,13 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.browsers import logs, schemas, sessions, streaming, telemetry
+from app.browsers import hosts, logs, relay, schemas, sessions, streaming, telemetry
+from app.browsers.drivers import HostDriver
 from app.browsers.models import BrowserSession
 from app.core import sse
 from app.core.api import Blueprint
+from app.core.auth import takes_tokens, unauthorized
+from app.core.errors import ApiError
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations.schemas import LogsAcceptedSchema
 
@@ -41,7 +44,7 @@ class Browsers(MethodView):
                                  tags=schemas.tag_filters(request.args))
         return [sessions.record(session) for session in page(found, args)]
 
-    @blp.arguments(schemas.BrowserCreateSchema)
+    @blp.arguments(schemas.BrowserCreateSchema, required=False)
     @blp.response(201, schemas.BrowserSchema)
     @blp.alt_response(429, description="a concurrency cap of the project or organization is reached")
     def post(self, args):
@@ -57,7 +60,7 @@ class BrowserByRef(MethodView):
         """Get a browser session by id or name"""
         return sessions.record(find(session_ref, include_deleted=args["include_deleted"]))
 
-    @blp.arguments(schemas.BrowserUpdateSchema)
+    @blp.arguments(schemas.BrowserUpdateSchema, required=False)
     @blp.response(200, schemas.BrowserSchema)
     def patch(self, args, session_ref):
         """Update a browser session (name, tags, telemetry, viewport, location, network allowlist, ...)"""
@@ -126,3 +129,68 @@ class LogLines(MethodView):
         """Add lines to a log of the session (Lantern: for the session's driver)"""
         session = find(session_ref, include_deleted=True, activity=False)
         return {"accepted": logs.ingest(session, args["source"], args["log_name"], args["lines"])}
+
+
+def cdp_session(session_ref):
+    """The active host-driver session a CDP request names: by a bearer key (any session of the
+    project), else by the session's own token in the query string (that session only)."""
+    if "api_key" in g:
+        session = find(session_ref)
+    else:
+        session = BrowserSession.get_or_none((BrowserSession.id == session_ref) & BrowserSession.deleted_at.is_null())
+        if session is None or not hosts.token_matches(session.id, request.args.get("token", "")):
+            raise unauthorized("Invalid or expired CDP token (or no API key).")
+    if session.driver != HostDriver.name:
+        raise ApiError(404, "cdp_not_relayed", f"Browser session {session.id!r} is not run by a browser host; "
+                                               "reach it at its own cdp_ws_url.")
+    return session
+
+
+@blp.route("/<session_ref>/cdp", websocket=True)
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}], description=relay.__doc__)
+@blp.response(101, description="switching to the WebSocket, relayed to the browser")
+def cdp(session_ref):
+    """The session's browser over CDP (WebSocket; bearer key or ?token=): Playwright, Puppeteer"""
+    return relay.relay(cdp_session(session_ref))
+
+
+@blp.route("/<session_ref>/cdp/devtools/page/<target_id>", websocket=True)
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}])
+@blp.response(101, description="switching to the WebSocket, relayed to the target")
+def cdp_target(session_ref, target_id):
+    """One target of the session's browser over CDP (the webSocketDebuggerUrl of /cdp/json/list)"""
+    return relay.relay(cdp_session(session_ref), f"/devtools/page/{target_id}")
+
+
+@blp.route("/<session_ref>/cdp/json/version")
+@blp.route("/<session_ref>/cdp/json/version/")
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}])
+@blp.response(200, schemas.CdpVersionSchema)
+def cdp_version(session_ref):
+    """What the HTTP form of connect_over_cdp reads: the browser's version and its WebSocket URL"""
+    session = cdp_session(session_ref)
+    version = hosts.call(session.host, "GET", f"/sessions/{session.id}/json/version", timeout=10)
+    return dict(version, webSocketDebuggerUrl=HostDriver().cdp_ws_url(session))
+
+
+@blp.route("/<session_ref>/cdp/json/list")
+@blp.route("/<session_ref>/cdp/json")
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}])
+@blp.response(200, schemas.CdpTargetSchema(many=True))
+def cdp_targets(session_ref):
+    """The browser's targets (pages, workers), each with a WebSocket URL through this relay"""
+    session = cdp_session(session_ref)
+    base, token = session.cdp_ws_url, hosts.cdp_token(session.id)
+    return [dict(target, webSocketDebuggerUrl=f"{base}/devtools/page/{target['id']}?token={token}")
+            for target in hosts.call(session.host, "GET", f"/sessions/{session.id}/json/list", timeout=10)]
+
+
+@blp.route("/<session_ref>/webdriver")
+@blp.response(501)
+def webdriver(session_ref):
+    """WebDriver BiDi is not served by Lantern (use CDP); this answers 501 saying so"""
+    raise ApiError(501, "webdriver_not_served", "Lantern does not relay WebDriver BiDi; use cdp_ws_url (CDP).")

@@ -4,7 +4,7 @@ Every request except the public OpenAPI document and docs is authenticated
 before routing errors are reported, so nothing is revealed to a caller without
 a live key.
 """
-from flask import g, request
+from flask import current_app, g, request
 from peewee import JOIN, fn
 
 from app.core.db import CompiledQuery
@@ -47,6 +47,8 @@ def init_app(app):
 def authenticate():
     if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
         return
+    if "Authorization" not in request.headers and "token" in request.args and _takes_tokens():
+        return  # the view checks the token (a browser's CDP URL: clients that cannot set headers)
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -60,6 +62,17 @@ def authenticate():
         raise unauthorized("This API key has expired.")
     g.api_key, g.org = key, key.org
     g.project = resolve_project(key)
+
+
+def takes_tokens(view):
+    """Mark a view that authorises a request by its own `?token=` when no key is given."""
+    view.takes_tokens = True
+    return view
+
+
+def _takes_tokens():
+    view = current_app.view_functions.get(request.endpoint)
+    return getattr(view, "takes_tokens", False)
 
 
 def _live(project):

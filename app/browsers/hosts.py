@@ -1,0 +1,149 @@
+"""Browser hosts as the app sees them: placing a session on a live host with room, the
+host's control API (start and stop a browser), the shared secret and the per-session CDP
+token, and ending the sessions of hosts that were lost.
+
+The host process itself is app/browsers/host/ (`flask browsers host`).
+"""
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from flask import current_app, request
+from peewee import fn
+
+from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
+from app.core import clock, periodic
+from app.core.db import db, exclusive
+from app.core.errors import ApiError
+
+logger = logging.getLogger(__name__)
+SECRET_FILE = "browser-host.secret"
+# Direct connections only: the secret goes to the host and nowhere else.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class HostError(Exception):
+    """A host could not do what was asked; `status` and `code` come from its answer when it gave one."""
+
+    def __init__(self, message, status=None, code=None):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+# -- the shared secret and CDP tokens ---------------------------------------------------------
+
+def secret(app=None):
+    """BROWSER_HOST_SECRET, else the instance file (created once, mode 0600)."""
+    app = app or current_app
+    if app.config["BROWSER_HOST_SECRET"]:
+        return app.config["BROWSER_HOST_SECRET"]
+    path = os.path.join(app.instance_path, SECRET_FILE)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path) as existing:
+            return existing.read().strip()
+    value = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as created:
+        created.write(value + "\n")
+    return value
+
+
+def cdp_token(session_id):
+    """The session's token for its CDP URL: a keyed hash of its id, so nothing is stored;
+    it opens that session only, and only while it is active (the relay checks)."""
+    digest = hmac.new(secret().encode(), f"cdp:{session_id}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest[:24]).decode()
+
+
+def token_matches(session_id, token):
+    return bool(token) and hmac.compare_digest(cdp_token(session_id), token)
+
+
+def public_ws_base():
+    """ws(s)://host[:port] where clients reach this server (PUBLIC_BASE_URL, else the request's host)."""
+    base = urlsplit(current_app.config["PUBLIC_BASE_URL"] or request.host_url)
+    scheme = "wss" if base.scheme == "https" else "ws"
+    return f"{scheme}://{base.netloc}{base.path.rstrip('/')}"
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+def place(*, headful):
+    """A live host with room for one more browser, least loaded first, held until the caller's
+    transaction ends (so parallel creates cannot overfill it); 503 when there is none."""
+    config = current_app.config
+    retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
+    hosts = list(BrowserHost.live(config["BROWSER_HOST_TIMEOUT_SECONDS"]))
+    if not hosts:
+        raise ApiError(503, "no_browser_host", "No browser host is running. Start one with `flask --app app browsers "
+                       "host` (make run does); it needs Debian's chromium (apt-get install chromium).",
+                       headers=retry_after)
+    usable = [h for h in hosts if not h.unavailable_reason]
+    if not usable:
+        reasons = "; ".join(f"{h.name}: {h.unavailable_reason}" for h in hosts)
+        raise ApiError(503, "no_browser_host", f"No browser host can start browsers ({reasons}).",
+                       headers=retry_after)
+    if headful and not any(h.headful for h in usable):
+        raise ApiError(400, "bad_request", "headless false needs Xvfb on a browser host, and none has it: install "
+                       "it there (apt-get install xvfb) and restart the host, or create the session with headless true.",
+                       details=[{"code": "invalid", "field": "headless", "message": "Xvfb is not installed."}])
+    load = _load([h.id for h in usable])
+    for host in sorted((h for h in usable if h.headful or not headful),
+                       key=lambda h: (load.get(h.id, 0) / max(h.capacity, 1), h.name)):
+        with exclusive(host):  # on Postgres the row lock lasts until the caller's transaction ends
+            if _load([host.id]).get(host.id, 0) < host.capacity:
+                return host
+    capacity = sum(h.capacity for h in usable)
+    raise ApiError(503, "no_browser_capacity", f"Every browser host is full ({capacity} browsers); end a session "
+                   "or retry later.", headers=retry_after)
+
+
+def _load(host_ids):
+    rows = (BrowserSession.select(BrowserSession.host, fn.COUNT(BrowserSession.id))
+            .where(BrowserSession.deleted_at.is_null() & BrowserSession.host.in_(host_ids))
+            .group_by(BrowserSession.host).tuples())
+    return dict(rows)
+
+
+# -- the control API ---------------------------------------------------------------------------
+
+def call(host, method, path, body=None, *, timeout):
+    """The host's JSON answer to `method path`; HostError when it cannot be reached or refuses."""
+    data = None if body is None else json.dumps(body).encode()
+    outgoing = urllib.request.Request(host.address.rstrip("/") + path, data=data, method=method, headers={
+        "Authorization": f"Bearer {secret()}", "Content-Type": "application/json"})
+    try:
+        with _opener.open(outgoing, timeout=timeout) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        try:
+            answer = json.loads(error.read())
+        except ValueError:
+            answer = {}
+        raise HostError(answer.get("message") or f"HTTP {error.code}", error.code, answer.get("code")) from None
+    except (OSError, ValueError) as error:
+        raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}") from None
+
+
+# -- lost hosts ----------------------------------------------------------------------------------
+
+@periodic.every("BROWSER_HOST_TIMEOUT_SECONDS")
+def end_sessions_of_lost_hosts():
+    """A host that stopped heart-beating took its browsers with it: their sessions end."""
+    from app.browsers import sessions  # sessions uses the drivers, which use this module
+
+    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    with db.connection_context():
+        live = BrowserHost.live(timeout).select(BrowserHost.id)
+        orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
+                                                      & BrowserSession.host.not_in(live)))
+        for session in orphaned:
+            sessions.end(session, ENDED_BY_HOST_LOST, at=clock.now())

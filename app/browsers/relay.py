@@ -1,0 +1,84 @@
+"""The CDP relay: a client's WebSocket on /browsers/{id}/cdp, spliced through to the
+session's browser on its host (which splices on to Chromium).
+
+Only the handshake is read here; after the host's 101 the bytes flow both ways
+unchanged (two copy loops, greenlets under gunicorn's gevent worker), so the relay
+costs no JSON work and no frame parsing. Each relayed connection holds a stream slot
+(app/core/streamslots.py), like an event stream. The request's database connection is
+given back before the splice: a CDP connection can last hours.
+"""
+import socket
+from urllib.parse import urlsplit
+
+from flask import Response, request
+
+from app.browsers import hosts
+from app.core import streamslots
+from app.core.db import db
+from app.core.errors import ApiError
+from app.core.splice import splice
+
+HANDSHAKE_LIMIT = 64 * 1024
+# Client handshake headers the browser's WebSocket server needs; Origin, cookies and the
+# caller's credentials are not passed on (Chromium refuses unknown origins with 403).
+PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
+
+
+def relay(session, target_path=""):
+    """Answer the WebSocket handshake with the browser's, then relay until either side closes."""
+    client = request.environ.get("gunicorn.socket")
+    if client is None:
+        raise ApiError(501, "websocket_unsupported", "The CDP relay runs under gunicorn (make run, gunicorn.conf.py); "
+                                                     "this server cannot take over the connection.")
+    slot = streamslots.admit(session.project.org_id)
+    try:
+        upstream = _open_upstream(session, target_path)
+    except BaseException:
+        slot.release()
+        raise
+    db.close()
+    try:
+        answer = _read_head(upstream)
+        client.sendall(answer)
+        if answer.startswith(b"HTTP/1.1 101"):
+            splice(client, upstream)
+    finally:
+        upstream.close()
+        slot.release()
+    return Handled(status=101)
+
+
+def _open_upstream(session, target_path):
+    address = urlsplit(session.host.address)
+    try:
+        upstream = socket.create_connection((address.hostname, address.port or 80), timeout=10)
+    except OSError:
+        raise ApiError(502, "browser_host_unreachable", f"The browser host of session {session.id!r} does not answer.",
+                       headers={"Retry-After": "5"}) from None
+    headers = [f"GET /sessions/{session.id}/cdp{target_path} HTTP/1.1", f"Host: {address.netloc}",
+               f"Authorization: Bearer {hosts.secret()}", "Upgrade: websocket", "Connection: Upgrade"]
+    headers += [f"{name}: {request.headers[name]}" for name in PASSED_HEADERS if name in request.headers]
+    upstream.sendall(("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
+    upstream.settimeout(None)
+    return upstream
+
+
+def _read_head(sock):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk or len(head) > HANDSHAKE_LIMIT:
+            return b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        head += chunk
+    return head
+
+
+class Handled(Response):
+    """The answer of a connection this app took over: nothing more to write.
+
+    gunicorn ends a connection whose application raises StopIteration (flask-sock does
+    the same); this app already wrote everything on the socket itself.
+    """
+
+    def __call__(self, environ, start_response):
+        raise StopIteration()

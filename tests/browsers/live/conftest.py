@@ -1,0 +1,114 @@
+"""Real browsers through Lantern: gunicorn with the host driver, and browser host processes.
+
+One server and one host (capacity 3) serve the whole module set; tests that need more
+hosts start them (`start_host`). Everything runs on 127.0.0.1 and stops with the tests.
+"""
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import kernel
+import pytest
+
+from tests.browsers.host.helpers import CHROMIUM, Site
+from tests.live_server import BIN, ROOT, free_port, gunicorn, private_database, run_cli, server_env
+
+HOST_SECRET = "test-host-secret"
+CAPACITY = 3
+# Short, so that a lost host is noticed within a few seconds.
+HOST_SETTINGS = {"LANTERN_BROWSER_DRIVER": "host", "LANTERN_BROWSER_HOST_HEARTBEAT_SECONDS": "0.5",
+                 "LANTERN_BROWSER_HOST_TIMEOUT_SECONDS": "3"}
+
+
+@dataclass
+class Host:
+    name: str
+    port: int
+    process: subprocess.Popen
+    workdir: Path
+
+    def stop(self, signum=signal.SIGTERM):
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+            self.process.wait(timeout=20)
+
+    def health(self):
+        return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5,
+                         headers={"Authorization": f"Bearer {HOST_SECRET}"}).json()
+
+
+@dataclass
+class Lantern:
+    base_url: str
+    api_key: str
+    env: dict
+    workdir: Path
+    hosts: list
+
+    def client(self, api_key=None):
+        return kernel.Kernel(api_key=api_key or self.api_key, base_url=self.base_url, max_retries=0,
+                             _strict_response_validation=True, timeout=60)
+
+    def new_org(self, name):
+        return run_cli(self.env, "orgs", "create", "--name", name, "--owner-email", f"{name}@x.test").split()[-1]
+
+    def start_host(self, name, capacity, port=None):
+        """A browser host process registered with this Lantern; stopped at the end of the session."""
+        port = port or free_port()
+        with open(self.workdir / f"host-{name}.log", "ab") as log:
+            process = subprocess.Popen(
+                [str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind", f"127.0.0.1:{port}",
+                 "--name", name, "--capacity", str(capacity)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        host = Host(name, port, process, self.workdir / "hosts" / name)
+        self.hosts.append(host)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if host.health()["name"] == name:
+                    return host
+            except (httpx.TransportError, ValueError):
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, (self.workdir / f"host-{name}.log").read_text()
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def lantern(tmp_path_factory):
+    if CHROMIUM is None:
+        pytest.skip("no Chromium at /usr/lib/chromium/chromium (`apt-get install chromium` on Debian)")
+    workdir = tmp_path_factory.mktemp("browsers_live")
+    with private_database(workdir) as database_url:
+        env = server_env(database_url, workdir)
+        env.update(HOST_SETTINGS, LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
+        run_cli(env, "db", "upgrade")
+        api_key = run_cli(env, "orgs", "create", "--name", "browsers", "--owner-email", "b@x.test").split()[-1]
+        run_cli(env, "orgs", "set-limit", "--max-concurrent-sessions", "50")
+        server = Lantern(base_url="", api_key=api_key, env=env, workdir=workdir, hosts=[])
+        try:
+            server.start_host("first", CAPACITY)
+            with gunicorn(env, workdir / "gunicorn.log", workers=2) as base_url:
+                server.base_url = base_url
+                yield server
+        finally:
+            for host in server.hosts:
+                host.stop()
+
+
+@pytest.fixture
+def sdk(lantern):
+    client = lantern.client()
+    yield client
+    for browser in client.browsers.list():
+        client.browsers.delete_by_id(browser.session_id)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def site():
+    server = Site().start()
+    yield server
+    server.stop()

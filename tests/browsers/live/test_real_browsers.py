@@ -1,0 +1,190 @@
+"""Every session is a real Chromium on a browser host, reached through Lantern's CDP relay (#12).
+
+Playwright connects with `connect_over_cdp(browser.cdp_ws_url)` only; it never downloads a
+browser. Pages come from a small site on 127.0.0.1.
+"""
+import io
+import json
+import threading
+import time
+import zipfile
+
+import httpx
+import kernel
+import pytest
+import websocket
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import sync_playwright
+
+from app.browsers.host.launch import group_alive  # running members: zombies awaiting init are not
+from tests.browsers.live.conftest import CAPACITY
+from tests.readme import examples, run
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    with sync_playwright() as driver:
+        yield driver
+
+
+def first_page(browser):
+    context = browser.contexts[0]
+    return context.pages[0] if context.pages else context.new_page()
+
+
+def browser_group(lantern, session_id, host="first"):
+    """The process group of the session's Chromium, from the host's folder for it (None once gone)."""
+    record = lantern.workdir / "hosts" / host / "sessions" / session_id / "chromium.pgid"
+    return int(record.read_text()) if record.exists() else None
+
+
+def test_a_session_is_a_browser_playwright_drives_and_delete_leaves_nothing(lantern, sdk, playwright, site):
+    created = sdk.browsers.create(headless=True, stealth=True, viewport={"width": 1024, "height": 700},
+                                  location={"timezone": "Asia/Tokyo", "locale": "fr-FR"})
+    assert created.cdp_ws_url.startswith(f"{lantern.base_url.replace('http', 'ws')}/browsers/{created.session_id}/cdp"
+                                         "?token=")
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    page = first_page(browser)
+    page.goto(f"{site.url}/page")
+    seen = page.evaluate("({w: innerWidth, h: innerHeight, tz: Intl.DateTimeFormat().resolvedOptions().timeZone,"
+                         " lang: navigator.language, ua: navigator.userAgent, webdriver: navigator.webdriver,"
+                         " text: document.body.innerText})")
+    assert seen["text"] == "hello"
+    assert (seen["w"], seen["h"], seen["tz"], seen["lang"]) == (1024, 700, "Asia/Tokyo", "fr-FR")
+    assert "HeadlessChrome" not in seen["ua"] and seen["webdriver"] is False
+    pgid = browser_group(lantern, created.session_id)
+    assert group_alive(pgid)
+
+    sdk.browsers.delete_by_id(created.session_id)
+    with pytest.raises(PlaywrightError, match="closed"):  # ending the session closed the WebSocket
+        page.evaluate("1")
+    assert not group_alive(pgid)
+    assert not (lantern.workdir / "hosts" / "first" / "sessions" / created.session_id).exists()
+
+
+def test_the_http_form_of_connect_over_cdp_works(sdk, playwright):
+    created = sdk.browsers.create(headless=True)
+    http_url = created.cdp_ws_url.replace("ws://", "http://", 1)
+    version = httpx.get(http_url.replace("/cdp?", "/cdp/json/version?")).json()
+    assert version["webSocketDebuggerUrl"] == created.cdp_ws_url and "Chrome" in version["Browser"]
+    browser = playwright.chromium.connect_over_cdp(http_url)
+    assert first_page(browser).evaluate("1 + 1") == 2
+    browser.close()
+
+
+def test_an_extension_content_script_runs(sdk, playwright, site):
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("manifest.json", json.dumps({
+            "manifest_version": 3, "name": "marker", "version": "1.0",
+            "content_scripts": [{"matches": ["<all_urls>"], "js": ["mark.js"], "run_at": "document_end"}]}))
+        bundle.writestr("mark.js", "document.documentElement.dataset.lantern = 'ran';")
+    extension = sdk.extensions.upload(file=("marker.zip", archive.getvalue(), "application/zip"), name="marker")
+    created = sdk.browsers.create(headless=True, extensions=[{"name": extension.name}])
+    page = first_page(playwright.chromium.connect_over_cdp(created.cdp_ws_url))
+    page.goto(f"{site.url}/extension")
+    page.wait_for_function("document.documentElement.dataset.lantern === 'ran'", timeout=10000)
+
+
+def test_a_profile_saved_by_one_session_is_loaded_by_the_next(sdk, playwright, site):
+    profile = sdk.profiles.create(name="signed-in")
+    first = sdk.browsers.create(headless=True, profile={"name": profile.name, "save_changes": True})
+    page = first_page(playwright.chromium.connect_over_cdp(first.cdp_ws_url))
+    page.goto(f"{site.url}/login")
+    page.evaluate("document.cookie = 'session=s3cr3t; max-age=3600; path=/'; localStorage.setItem('theme', 'dark')")
+    sdk.browsers.delete_by_id(first.session_id)  # saves the profile (save_changes)
+
+    second = sdk.browsers.create(headless=True, profile={"name": profile.name})
+    page = first_page(playwright.chromium.connect_over_cdp(second.cdp_ws_url))
+    page.goto(f"{site.url}/back")
+    assert page.evaluate("[document.cookie, localStorage.getItem('theme')]") == ["session=s3cr3t", "dark"]
+
+
+def handshake_status(url, **headers):
+    try:
+        connection = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in headers.items()], timeout=10)
+    except websocket.WebSocketBadStatusException as error:
+        return error.status_code
+    connection.close()
+    return 101
+
+
+def test_the_cdp_endpoint_refuses_what_may_not_reach_the_browser(lantern, sdk):
+    created = sdk.browsers.create(headless=True)
+    url = created.cdp_ws_url
+    bare = url.split("?")[0]
+    assert handshake_status(url) == 101
+    assert handshake_status(bare, Authorization=f"Bearer {lantern.api_key}") == 101
+    assert handshake_status(bare) == 401
+    assert handshake_status(bare + "?token=forged") == 401
+    other_org = lantern.new_org("intruders")
+    assert handshake_status(bare, Authorization=f"Bearer {other_org}") == 404
+    with pytest.raises(kernel.NotFoundError):
+        lantern.client(other_org).browsers.retrieve(created.session_id)
+    sdk.browsers.delete_by_id(created.session_id)
+    assert handshake_status(url) == 401  # an ended session's token
+
+
+def test_a_connected_cdp_client_keeps_the_session_alive(sdk, playwright):
+    created = sdk.browsers.create(headless=True, timeout_seconds=10)
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    time.sleep(13)  # past the idle timeout, with no API call: only the connection is activity
+    assert first_page(browser).evaluate("'still here'") == "still here"
+    assert sdk.browsers.retrieve(created.session_id).deleted_at is None
+    browser.close()  # closing the WebSocket does not end the session
+    assert sdk.browsers.retrieve(created.session_id).deleted_at is None
+
+
+def test_parallel_creates_fill_the_host_then_503(sdk):
+    results = []
+
+    def create():
+        try:
+            results.append(sdk.browsers.create(headless=True).session_id)
+        except kernel.APIStatusError as error:
+            results.append(error)
+
+    threads = [threading.Thread(target=create) for _ in range(CAPACITY + 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    created = [r for r in results if isinstance(r, str)]
+    refused = [r for r in results if not isinstance(r, str)]
+    assert len(created) == CAPACITY and len(refused) == 2
+    for error in refused:
+        assert error.status_code == 503 and error.body["code"] == "no_browser_capacity"
+        assert error.response.headers["Retry-After"] == "5"
+
+
+def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern, sdk):
+    second = lantern.start_host("second", 2)
+    ids = [sdk.browsers.create(headless=True).session_id for _ in range(CAPACITY + 2)]  # capacities add up
+    with pytest.raises(kernel.APIStatusError) as full:
+        sdk.browsers.create(headless=True)
+    assert full.value.status_code == 503
+    on_second = set(second.health()["sessions"])
+    assert len(on_second) == 2 and on_second < set(ids)
+    groups = {session_id: browser_group(lantern, session_id, "second") for session_id in on_second}
+
+    second.process.kill()  # kill -9: its browsers are orphans until it comes back
+    second.process.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        ended = {b.session_id for b in sdk.browsers.list(status="deleted")}
+        if on_second <= ended:
+            break
+        time.sleep(0.2)
+    assert on_second <= ended and not (set(ids) - on_second) & ended
+
+    restarted = lantern.start_host("second", 2, port=second.port)  # same name: it cleans up after itself
+    assert restarted.health()["sessions"] == []
+    assert not any(group_alive(pgid) for pgid in groups.values())
+    assert not any((lantern.workdir / "hosts" / "second" / "sessions").iterdir())
+    restarted.stop()
+
+
+def test_the_readme_browser_example_runs(lantern, site):
+    (language, code), _ = examples("A browser")  # the Python one (the Puppeteer one needs npm packages)
+    output = run(language, code, lantern.new_org("readme"), lantern.base_url, **{"https://example.com": site.url})
+    assert output.strip() == "site"
