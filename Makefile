@@ -71,7 +71,7 @@ bench: install-test
 
 lint: install-test
 	$(PIP) ruff
-	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app tests bench wsgi.py
+	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app tests bench wsgi.py gunicorn.conf.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

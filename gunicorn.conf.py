@@ -98,11 +98,7 @@ def _linger(sock):
 
 def _refusal(exc):
     """(status, reason, code, message) for a request gunicorn refuses; None for its own faults."""
-    for kind, status, reason, code in _REFUSALS:
-        if isinstance(exc, kind):
-            break
-    else:
-        return None
+    status, reason, code = next(((s, r, c) for kind, s, r, c in _REFUSALS if isinstance(exc, kind)), (None,) * 3)
     if status is None:
         return None
     if status == 414:

@@ -34,9 +34,9 @@ def create_app(test_config=None):
 
 def register_blueprints(api):
     from app.auth_connections.hosted import blp as hosted_blp
-    from app.core.home import blp as home_blp
     from app.auth_connections.views import blp as auth_connections_blp
     from app.browsers.views import blp as browsers_blp
+    from app.core.home import blp as home_blp
     from app.credentials.views import credentials_blp, providers_blp
     from app.extensions.views import blp as extensions_blp
     from app.invocations.views import blp as invocations_blp

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -149,3 +150,25 @@ def gunicorn(env, log_path, workers=1, worker_connections=1000):
         yield base_url
     finally:
         stop(process)
+
+
+@dataclass
+class Served:
+    base_url: str
+    api_key: str
+    env: dict
+    log_path: Path
+
+
+@contextmanager
+def serve_with_organization(workdir, org_name, *, workers=1, env_updates=None):
+    """gunicorn on a private, migrated database holding one organization; yields a Served."""
+    with private_database(workdir) as database_url:
+        env = server_env(database_url, workdir)
+        env.update(env_updates or {})
+        run_cli(env, "db", "upgrade")
+        output = run_cli(env, "orgs", "create", "--name", org_name, "--owner-email", "owner@served.test")
+        api_key = output.strip().splitlines()[-1].strip()  # printed alone on the last line
+        log_path = workdir / "gunicorn.log"
+        with gunicorn(env, log_path, workers=workers) as base_url:
+            yield Served(base_url=base_url, api_key=api_key, env=env, log_path=log_path)

@@ -41,7 +41,8 @@ def host_command(bind, advertise, name, capacity):
     if not address or not port.isdigit():
         raise click.BadParameter("give ADDRESS:PORT, e.g. 127.0.0.1:8790", param_hint="--bind")
     config = current_app.config
-    capacity = capacity or config["BROWSER_HOST_CAPACITY"] or memory_capacity(config["BROWSER_HOST_MEMORY_PER_BROWSER_MB"])
+    capacity = (capacity or config["BROWSER_HOST_CAPACITY"]
+                or memory_capacity(config["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]))
     server = BrowserHostServer(current_app._get_current_object(), name=name or f"{socket.gethostname()}:{port}",
                                bind=(address, int(port)), advertise=advertise or f"http://{bind}", capacity=capacity)
     if not server.binary:

@@ -92,8 +92,9 @@ def place(*, headful):
         raise ApiError(503, "no_browser_host", f"No browser host can start browsers ({reasons}).",
                        headers=retry_after)
     if headful and not any(h.headful for h in usable):
-        raise ApiError(400, "bad_request", "headless false needs Xvfb on a browser host, and none has it: install "
-                       "it there (apt-get install xvfb) and restart the host, or create the session with headless true.",
+        raise ApiError(400, "bad_request", "headless false needs Xvfb on a browser host, and none has it: "
+                       "install it there (apt-get install xvfb) and restart the host, or create the session "
+                       "with headless true.",
                        details=[{"code": "invalid", "field": "headless", "message": "Xvfb is not installed."}])
     load = _load([h.id for h in usable])
     for host in sorted((h for h in usable if h.headful or not headful),
@@ -138,7 +139,9 @@ def call(host, method, path, body=None, *, timeout):
 @periodic.every("BROWSER_HOST_TIMEOUT_SECONDS")
 def end_sessions_of_lost_hosts():
     """A host that stopped heart-beating took its browsers with it: their sessions end."""
-    from app.browsers import sessions  # sessions uses the drivers, which use this module
+    from app.browsers import (
+        sessions,  # sessions uses the drivers, which use this module
+    )
 
     timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
     with db.connection_context():

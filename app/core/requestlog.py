@@ -41,8 +41,9 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record):
-        entry = {"time": clock.isoformat(datetime.fromtimestamp(record.created, timezone.utc)), "level": record.levelname,
-                 "process": record.process, "logger": record.name, "message": record.getMessage()}
+        entry = {"time": clock.isoformat(datetime.fromtimestamp(record.created, timezone.utc)),
+                 "level": record.levelname, "process": record.process, "logger": record.name,
+                 "message": record.getMessage()}
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)  # ASCII: escapes control characters and any unpaired surrogate
@@ -53,7 +54,8 @@ FORMATTERS = {"text": TextFormatter, "json": JsonFormatter}
 
 def init_app(app):
     if app.config["LOG_FORMAT"] not in FORMATTERS:
-        raise ValueError(f"LOG_FORMAT must be one of {sorted(FORMATTERS)}, not {app.config['LOG_FORMAT']!r}")
+        raise ValueError(f"LOG_FORMAT must be one of {sorted(FORMATTERS)}, "
+                         f"not {app.config['LOG_FORMAT']!r}")
     if not logging.getLogger().handlers and not app.testing:
         handler = logging.StreamHandler()
         handler.setFormatter(FORMATTERS[app.config["LOG_FORMAT"]]())

@@ -78,7 +78,7 @@ def test_the_migration_drops_stored_codes_and_ends_flows_in_progress(tmp_path, m
                 (flow, json.dumps({"event": "managed_auth_state", "flow_status": status, "flow_step": "AWAITING_INPUT",
                                    "flow_type": "LOGIN", "hosted_url": url.format(flow, flow)})))
 
-    assert migrations.upgrade(database) == ["m0007_handoff_hash"]
+    assert migrations.upgrade(database)[0] == "m0007_handoff_hash"  # and any later ones
     assert [(table, value) for table, value in stored_text(database) if "plain-code" in value] == []
     with database.connection_context():
         columns = {c.name for c in database.get_columns("login_flow")}

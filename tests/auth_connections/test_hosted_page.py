@@ -9,8 +9,6 @@ profile holds the website's session cookie.
 """
 import json
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
@@ -18,7 +16,7 @@ import pyotp
 import pytest
 
 from tests.chromium import Browser, CdpError, find_chromium
-from tests.live_server import gunicorn, private_database, run_cli, server_env
+from tests.live_server import serve_with_organization
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(
@@ -46,25 +44,11 @@ def check_page_requests(page):
         raise PageRequestFailed(f"the page's requests failed: {failed}; {page.diagnosis()}")
 
 
-@dataclass
-class Lantern:
-    base_url: str
-    api_key: str
-    log_path: Path
-
-
 @pytest.fixture(scope="module")
 def lantern(tmp_path_factory):
     """The real server (gunicorn + gevent, one worker) on a private database, and an organization's owner key."""
-    workdir = tmp_path_factory.mktemp("hosted_page_server")
-    with private_database(workdir) as database_url:
-        env = server_env(database_url, workdir)
-        run_cli(env, "db", "upgrade")
-        output = run_cli(env, "orgs", "create", "--name", "Hosted page", "--owner-email", "owner@hosted.test")
-        api_key = output.strip().splitlines()[-1].strip()  # printed alone on the last line
-        log_path = workdir / "gunicorn.log"
-        with gunicorn(env, log_path) as base_url:
-            yield Lantern(base_url=base_url, api_key=api_key, log_path=log_path)
+    with serve_with_organization(tmp_path_factory.mktemp("hosted_page_server"), "Hosted page") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ The browser test opens /docs in headless Chromium (tests/chromium.py) against th
 person does: Authorize with an API key, then Try it out and Execute on GET /org/limits.
 """
 import json
-from dataclasses import dataclass
 
 import pytest
 
 from tests.chromium import Browser, find_chromium
-from tests.live_server import gunicorn, private_database, run_cli, server_env
+from tests.live_server import serve_with_organization
 
 CHROMIUM = find_chromium()
 NEEDS_CHROMIUM = pytest.mark.skipif(
@@ -54,23 +53,11 @@ def test_nothing_but_swagger_ui_files_is_served(anonymous, path):
     assert response.get_json()["code"] == "not_found"
 
 
-@dataclass
-class Lantern:
-    base_url: str
-    api_key: str
-
-
 @pytest.fixture(scope="module")
 def lantern(tmp_path_factory):
     """The real server (gunicorn + gevent, one worker) on a private database, and an organization's owner key."""
-    workdir = tmp_path_factory.mktemp("docs_page_server")
-    with private_database(workdir) as database_url:
-        env = server_env(database_url, workdir)
-        run_cli(env, "db", "upgrade")
-        output = run_cli(env, "orgs", "create", "--name", "Docs page", "--owner-email", "owner@docs.test")
-        api_key = output.strip().splitlines()[-1].strip()  # printed alone on the last line
-        with gunicorn(env, workdir / "gunicorn.log") as base_url:
-            yield Lantern(base_url=base_url, api_key=api_key)
+    with serve_with_organization(tmp_path_factory.mktemp("docs_page_server"), "Docs page") as served:
+        yield served
 
 
 @pytest.fixture

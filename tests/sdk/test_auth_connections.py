@@ -19,7 +19,12 @@ import httpx
 import kernel
 import pyotp
 import pytest
-from kernel.types.auth import LoginResponse, ManagedAuth, ManagedAuthTimelineEvent, SubmitFieldsResponse
+from kernel.types.auth import (
+    LoginResponse,
+    ManagedAuth,
+    ManagedAuthTimelineEvent,
+    SubmitFieldsResponse,
+)
 from kernel.types.auth.connection_follow_response import ManagedAuthStateEvent
 
 from tests.live_server import BIN, ROOT
@@ -409,7 +414,7 @@ def test_the_hosted_page_reads_the_flow_state_with_its_code(auth, site, live_ser
 
 def test_follow_a_manual_login_with_a_password_then_a_totp_code(auth, streams, site):
     created = new_connection(auth, site)
-    login = auth.auth.connections.login(created.id)
+    auth.auth.connections.login(created.id)
     reader = follow(streams, created.id)
 
     frames = reader.until(awaiting_input)

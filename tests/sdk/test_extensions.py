@@ -28,9 +28,9 @@ from app.config import DefaultConfig
 from tests.fakes import FakeChromeStore
 from tests.live_server import gunicorn, private_database, run_cli, server_env
 from tests.sdk.conftest import unique
+from tests.zips import MIB, handmade_zip, zeros_deflated
 
 MANIFEST = json.dumps({"manifest_version": 3, "name": "Demo", "version": "1.0"})
-MIB = 1024 * 1024
 
 
 def make_zip(entries=None, *, compression=zipfile.ZIP_DEFLATED):
@@ -42,34 +42,6 @@ def make_zip(entries=None, *, compression=zipfile.ZIP_DEFLATED):
         for name, content in entries.items():
             archive.writestr(name, content)
     return buffer.getvalue()
-
-
-def handmade_zip(entries):
-    """A ZIP written byte by byte from (name, method, payload, crc, declared_size) entries,
-    so an entry can carry a deflate stream that zipfile would take seconds to produce,
-    or declare a size that is not the truth."""
-    local, central = bytearray(), bytearray()
-    for name, method, payload, crc, declared_size in entries:
-        encoded = name.encode()
-        offset = len(local)
-        local += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, method, 0, 0x21, crc,
-                             len(payload), declared_size, len(encoded), 0) + encoded + payload
-        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, method, 0, 0x21, crc,
-                               len(payload), declared_size, len(encoded), 0, 0, 0, 0, 0o644 << 16, offset) + encoded
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(local), 0)
-    return bytes(local + central + end)
-
-
-def zeros_deflated(mebibytes):
-    """(raw deflate stream, crc32) of `mebibytes` MiB of zero bytes, built from one compressed MiB
-    repeated (a full flush makes each copy independent), ending with an empty final block."""
-    zero_mib = bytes(MIB)
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    block = compressor.compress(zero_mib) + compressor.flush(zlib.Z_FULL_FLUSH)
-    crc = 0
-    for _ in range(mebibytes):
-        crc = zlib.crc32(zero_mib, crc)
-    return block * mebibytes + b"\x03\x00", crc
 
 
 def manifest_entry():

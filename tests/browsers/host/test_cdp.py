@@ -5,26 +5,12 @@ import threading
 import pytest
 
 from app.browsers.host.cdp import CdpClient, CdpError
-from app.browsers.host.launch import Browser, LaunchOptions
-from tests.browsers.host.helpers import CHROMIUM, needs_chromium
+from tests.browsers.host.helpers import needs_chromium
 
 pytestmark = needs_chromium
 
 FOREVER = "new Promise(() => {})"
 WAIT = 10  # seconds to wait for what must happen
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    browser = Browser.start(CHROMIUM, tmp_path_factory.mktemp("cdp"), LaunchOptions())
-    yield browser
-    browser.stop()
-
-
-@pytest.fixture
-def cdp(browser):
-    with CdpClient(browser.ws_url) as client:
-        yield client
 
 
 def new_session(cdp):

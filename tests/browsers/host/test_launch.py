@@ -6,8 +6,16 @@ import stat
 import pytest
 
 from app.browsers.host.cdp import CdpClient
-from app.browsers.host.launch import (Browser, LaunchError, LaunchOptions, command, group_alive, kill_group,
-                                      start_xvfb, xvfb_available)
+from app.browsers.host.launch import (
+    Browser,
+    LaunchError,
+    LaunchOptions,
+    command,
+    group_alive,
+    kill_group,
+    start_xvfb,
+    xvfb_available,
+)
 from tests.browsers.host.helpers import CHROMIUM, evaluate, needs_chromium, open_page
 
 

@@ -7,18 +7,11 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from app.browsers.host.launch import Browser, LaunchOptions
-from tests.browsers.host.helpers import CHROMIUM, Site, needs_chromium
+from tests.browsers.host.helpers import CHROMIUM, needs_chromium
 
 pytestmark = needs_chromium
 
 VIEWPORT = (1111, 666)
-
-
-@pytest.fixture(scope="module")
-def site():
-    site = Site().start()
-    yield site
-    site.stop()
 
 
 @pytest.fixture(scope="module")

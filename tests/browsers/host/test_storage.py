@@ -2,36 +2,12 @@
 import threading
 import time
 
-import pytest
-
-from app.browsers.host.cdp import CdpClient
-from app.browsers.host.launch import Browser, LaunchOptions
 from app.browsers.host.storage import load_state, read_state
-from tests.browsers.host.helpers import CHROMIUM, Site, evaluate, open_page, needs_chromium
+from tests.browsers.host.helpers import evaluate, needs_chromium, open_page
 
 pytestmark = needs_chromium
 
 UNSERVED_ORIGIN = "http://127.0.0.1:9"  # nothing answers there: its localStorage is reached without the site
-
-
-@pytest.fixture(scope="module")
-def site():
-    site = Site().start()
-    yield site
-    site.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    browser = Browser.start(CHROMIUM, tmp_path_factory.mktemp("storage"), LaunchOptions())
-    yield browser
-    browser.stop()
-
-
-@pytest.fixture
-def cdp(browser):
-    with CdpClient(browser.ws_url) as client:
-        yield client
 
 
 def cookie(name, value, **fields):

@@ -14,7 +14,15 @@ import kernel
 import pytest
 
 from tests.browsers.host.helpers import CHROMIUM, Site
-from tests.live_server import BIN, ROOT, free_port, gunicorn, private_database, run_cli, server_env
+from tests.live_server import (
+    BIN,
+    ROOT,
+    free_port,
+    gunicorn,
+    private_database,
+    run_cli,
+    server_env,
+)
 
 HOST_SECRET = "test-host-secret"
 CAPACITY = 3
@@ -72,7 +80,8 @@ class Lantern:
                     return host
             except (httpx.TransportError, ValueError):
                 pass
-            assert process.poll() is None and time.monotonic() < deadline, (self.workdir / f"host-{name}.log").read_text()
+            log = self.workdir / f"host-{name}.log"
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
 
 

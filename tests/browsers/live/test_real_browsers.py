@@ -16,7 +16,9 @@ import websocket
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host.launch import group_alive  # running members: zombies awaiting init are not
+from app.browsers.host.launch import (
+    group_alive,  # running members: zombies awaiting init are not
+)
 from tests.browsers.live.conftest import CAPACITY
 from tests.readme import examples, run
 

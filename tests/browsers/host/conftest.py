@@ -1,0 +1,27 @@
+"""Fixtures of the browser-host tests: a small site on 127.0.0.1, a plain browser per module, a CDP client."""
+import pytest
+
+from app.browsers.host.cdp import CdpClient
+from app.browsers.host.launch import Browser, LaunchOptions
+from tests.browsers.host.helpers import CHROMIUM, Site
+
+
+@pytest.fixture(scope="module")
+def site():
+    site = Site().start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A browser with default options (modules that need others define their own)."""
+    browser = Browser.start(CHROMIUM, tmp_path_factory.mktemp("browser"), LaunchOptions())
+    yield browser
+    browser.stop()
+
+
+@pytest.fixture
+def cdp(browser):
+    with CdpClient(browser.ws_url) as client:
+        yield client
