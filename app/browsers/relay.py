@@ -1,5 +1,8 @@
 """The CDP relay: a client's WebSocket on /browsers/{id}/cdp, spliced through to the
-session's browser on its host (which splices on to Chromium).
+session's browser: through its host's relay when the host is another machine, or
+straight to Chromium's DevTools port when the host runs on this one (loopback address),
+which saves a hop per message; the host is then told when the client comes and goes,
+since a connected client keeps the session active.
 
 Only the handshake is read here; after the host's 101 the bytes flow both ways
 unchanged (two copy loops, greenlets under gunicorn's gevent worker), so the relay
@@ -19,6 +22,9 @@ from app.core.errors import ApiError
 from app.core.splice import splice
 
 HANDSHAKE_LIMIT = 64 * 1024
+# A host advertised at a loopback IP runs on this machine; "localhost" is taken at its word
+# as any other name (and so goes through the host's own relay).
+LOOPBACK = {"127.0.0.1", "::1"}
 # Client handshake headers the browser's WebSocket server needs; Origin, cookies and the
 # caller's credentials are not passed on (Chromium refuses unknown origins with 403).
 PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
@@ -31,8 +37,10 @@ def relay(session, target_path=""):
         raise ApiError(501, "websocket_unsupported", "The CDP relay runs under gunicorn (make run, gunicorn.conf.py); "
                                                      "this server cannot take over the connection.")
     slot = streamslots.admit(session.project.org_id)
+    host = session.host
+    local = urlsplit(host.address).hostname in LOOPBACK
     try:
-        upstream = _open_upstream(session, target_path)
+        upstream = _open_local(session, target_path) if local else _open_through_host(session, target_path)
     except BaseException:
         slot.release()
         raise
@@ -41,26 +49,56 @@ def relay(session, target_path=""):
         answer = _read_head(upstream)
         client.sendall(answer)
         if answer.startswith(b"HTTP/1.1 101"):
-            splice(client, upstream)
+            if local:
+                _tell_host(host, session.id, +1)
+            try:
+                splice(client, upstream)
+            finally:
+                if local:
+                    _tell_host(host, session.id, -1)
     finally:
         upstream.close()
         slot.release()
     return Handled(status=101)
 
 
-def _open_upstream(session, target_path):
+def _open_through_host(session, target_path):
     address = urlsplit(session.host.address)
+    return _handshake((address.hostname, address.port or 80), f"/sessions/{session.id}/cdp{target_path}",
+                      [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"], session)
+
+
+def _open_local(session, target_path):
     try:
-        upstream = socket.create_connection((address.hostname, address.port or 80), timeout=10)
+        endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
+    except hosts.HostError:
+        raise _unreachable(session) from None
+    return _handshake(("127.0.0.1", endpoint["port"]), target_path or endpoint["browser_path"],
+                      [f"Host: 127.0.0.1:{endpoint['port']}"], session)
+
+
+def _handshake(address, path, headers, session):
+    try:
+        upstream = socket.create_connection(address, timeout=10)
     except OSError:
-        raise ApiError(502, "browser_host_unreachable", f"The browser host of session {session.id!r} does not answer.",
-                       headers={"Retry-After": "5"}) from None
-    headers = [f"GET /sessions/{session.id}/cdp{target_path} HTTP/1.1", f"Host: {address.netloc}",
-               f"Authorization: Bearer {hosts.secret()}", "Upgrade: websocket", "Connection: Upgrade"]
-    headers += [f"{name}: {request.headers[name]}" for name in PASSED_HEADERS if name in request.headers]
-    upstream.sendall(("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
+        raise _unreachable(session) from None
+    lines = [f"GET {path} HTTP/1.1", *headers, "Upgrade: websocket", "Connection: Upgrade"]
+    lines += [f"{name}: {request.headers[name]}" for name in PASSED_HEADERS if name in request.headers]
+    upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
     upstream.settimeout(None)
     return upstream
+
+
+def _unreachable(session):
+    return ApiError(502, "browser_host_unreachable", f"The browser of session {session.id!r} does not answer.",
+                    headers={"Retry-After": "5"})
+
+
+def _tell_host(host, session_id, delta):
+    try:
+        hosts.call(host, "POST", f"/sessions/{session_id}/clients", {"delta": delta}, timeout=10)
+    except hosts.HostError:
+        pass  # the session ended meanwhile, or its host is gone: nothing to keep active
 
 
 def _read_head(sock):

@@ -9,6 +9,8 @@ place sessions on it and call its control API, authorised by the shared secret
     GET    /sessions/{id}/json/version    Chromium's answers, for the app's /cdp/json routes
     GET    /sessions/{id}/json/list
     GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
+    GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
+    POST   /sessions/{id}/clients         {"delta": 1 | -1}: such a worker's CDP client came or left
     GET    /health
 
 Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each browser lives
@@ -311,8 +313,13 @@ class ControlHandler(BaseHTTPRequestHandler):
             return
         parts, _ = self.route()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        hosted = self.host.hosted.get(parts[1]) if len(parts) == 3 and parts[0] == "sessions" else None
         if parts == ["sessions"]:
             self.answer(*self.host.start_browser(body))
+        elif hosted is not None and parts[2] == "clients":
+            # A worker on this machine relays straight to Chromium and says when a client comes and goes.
+            (self.host.client_joined if body.get("delta", 0) > 0 else self.host.client_left)(hosted)
+            self.answer(200, {"clients": hosted.clients})
         else:
             self.answer(404, {"code": "not_found", "message": self.path})
 
@@ -337,6 +344,8 @@ class ControlHandler(BaseHTTPRequestHandler):
         hosted = self.host.hosted.get(parts[1]) if len(parts) >= 3 and parts[0] == "sessions" else None
         if hosted is None or hosted.browser is None or hosted.stopping:
             self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
+        elif parts[2:] == ["endpoint"]:
+            self.answer(200, {"port": hosted.browser.port, "browser_path": hosted.browser.browser_path})
         elif parts[2:] in (["json", "version"], ["json", "list"]):
             url = f"http://127.0.0.1:{hosted.browser.port}/{'/'.join(parts[2:])}"
             with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - Chromium on loopback

@@ -63,13 +63,16 @@ class Lantern:
     def new_org(self, name):
         return run_cli(self.env, "orgs", "create", "--name", name, "--owner-email", f"{name}@x.test").split()[-1]
 
-    def start_host(self, name, capacity, port=None):
-        """A browser host process registered with this Lantern; stopped at the end of the session."""
+    def start_host(self, name, capacity, port=None, advertise="127.0.0.1"):
+        """A browser host process registered with this Lantern; stopped at the end of the session.
+
+        Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
+        the host's own relay for any other name (as for a host on another machine)."""
         port = port or free_port()
         with open(self.workdir / f"host-{name}.log", "ab") as log:
             process = subprocess.Popen(
                 [str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind", f"127.0.0.1:{port}",
-                 "--name", name, "--capacity", str(capacity)],
+                 "--name", name, "--capacity", str(capacity), "--advertise", f"http://{advertise}:{port}"],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         host = Host(name, port, process, self.workdir / "hosts" / name)
         self.hosts.append(host)

@@ -130,7 +130,7 @@ def test_the_cdp_endpoint_refuses_what_may_not_reach_the_browser(lantern, sdk):
 def test_a_connected_cdp_client_keeps_the_session_alive(sdk, playwright):
     created = sdk.browsers.create(headless=True, timeout_seconds=10)
     browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
-    time.sleep(13)  # past the idle timeout, with no API call: only the connection is activity
+    time.sleep(11)  # past the idle timeout, with no API call: only the connection is activity
     assert first_page(browser).evaluate("'still here'") == "still here"
     assert sdk.browsers.retrieve(created.session_id).deleted_at is None
     browser.close()  # closing the WebSocket does not end the session
@@ -159,14 +159,17 @@ def test_parallel_creates_fill_the_host_then_503(sdk):
         assert error.response.headers["Retry-After"] == "5"
 
 
-def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern, sdk):
-    second = lantern.start_host("second", 2)
-    ids = [sdk.browsers.create(headless=True).session_id for _ in range(CAPACITY + 2)]  # capacities add up
+def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern, sdk, playwright):
+    second = lantern.start_host("second", 2, advertise="localhost")  # as if on another machine
+    created = [sdk.browsers.create(headless=True) for _ in range(CAPACITY + 2)]  # capacities add up
+    ids = [browser.session_id for browser in created]
     with pytest.raises(kernel.APIStatusError) as full:
         sdk.browsers.create(headless=True)
     assert full.value.status_code == 503
     on_second = set(second.health()["sessions"])
     assert len(on_second) == 2 and on_second < set(ids)
+    remote = next(browser for browser in created if browser.session_id in on_second)
+    assert first_page(playwright.chromium.connect_over_cdp(remote.cdp_ws_url)).evaluate("6 * 7") == 42
     groups = {session_id: browser_group(lantern, session_id, "second") for session_id in on_second}
 
     second.process.kill()  # kill -9: its browsers are orphans until it comes back
