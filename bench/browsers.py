@@ -6,7 +6,7 @@ database, then, each beside a baseline measured in the same run:
    sessions one after another; beside a bare Chromium started the same way
    (app.browsers.host.launch) and the same page loaded straight over its DevTools port.
 2. Relay: 1,000 `Runtime.evaluate("1")` round trips in a row, and 2 MB screenshots
-   (Page.captureScreenshot of a large page, PNG), through the relay and straight to the
+   (Page.captureScreenshot, PNG, of a page of random pixels), through the relay and straight to the
    same browser over the same kind of client (websocket-client).
 3. Memory: PSS and RSS of one idle headless browser's process group (from /proc), and
    the capacity a host computes from this machine's memory.
@@ -152,8 +152,7 @@ def bench_relay(base_url, key, site_url, round_trips, screenshots):
         shots, size = [], 0
         for _ in range(screenshots):
             began = time.perf_counter()
-            size = len(cdp.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                                session_id=session)["data"])
+            size = len(cdp.call("Page.captureScreenshot", {"format": "png"}, session_id=session)["data"])
             shots.append(time.perf_counter() - began)
         cdp.close()
         rows.append((name, times, shots, size))
@@ -203,8 +202,11 @@ def main():
     if launch.find_chromium() is None:
         sys.exit("no Chromium: apt-get install chromium")
     site = Site()
-    big = b"<!doctype html><body style='margin:0'>" + b"".join(
-        f"<div style='height:40px;background:hsl({i * 7 % 360},70%,60%)'>row {i}</div>".encode() for i in range(400))
+    # Random pixels do not compress: a 1000x700 canvas makes a PNG of about 2 MB.
+    big = (b"<!doctype html><body style='margin:0'><canvas id=c width=1000 height=700></canvas><script>"
+           b"const c = document.getElementById('c').getContext('2d'), image = c.createImageData(1000, 700);"
+           b"for (let i = 0; i < image.data.length; i++) image.data[i] = i % 4 == 3 ? 255 : Math.random() * 256;"
+           b"c.putImageData(image, 0, 0)</script>")
     site_get = site.get
 
     def get(handler):

@@ -10,7 +10,8 @@ from app.core.db import exclusive
 from app.streams import channels
 
 
-def ingest(session, source, log_name, lines):
+def ingest(session, source, log_name, lines, *, activity=True):
+    """Store log lines; `activity=False` for what a host reads from the browser's own output."""
     now = clock.now()
     rows = [{"session": session.id, "source": source, "log_name": log_name,
              "timestamp": line.get("timestamp") or now, "message": line["message"], "received_at": now}
@@ -24,7 +25,8 @@ def ingest(session, source, log_name, lines):
     if not current.is_active or current.is_idle_too_long:
         sessions.end_if_idle(current)
         raise sessions.ended_error(current)
-    sessions.touch(current)
+    if activity:
+        sessions.touch(current)
     channels().append(session.logs_subject, len(rows))
     return len(rows)
 

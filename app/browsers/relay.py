@@ -11,6 +11,7 @@ costs no JSON work and no frame parsing. Each relayed connection holds a stream 
 given back before the splice: a CDP connection can last hours.
 """
 import socket
+import time
 from urllib.parse import urlsplit
 
 from flask import Response, request
@@ -19,6 +20,7 @@ from app.browsers import hosts
 from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
+from app.core.ids import new_id
 from app.core.splice import splice
 
 HANDSHAKE_LIMIT = 64 * 1024
@@ -49,13 +51,15 @@ def relay(session, target_path=""):
         answer = _read_head(upstream)
         client.sendall(answer)
         if answer.startswith(b"HTTP/1.1 101"):
+            connection_id, began = new_id(), time.monotonic()
             if local:
-                _tell_host(host, session.id, +1)
+                _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id})
             try:
                 splice(client, upstream)
             finally:
                 if local:
-                    _tell_host(host, session.id, -1)
+                    _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id,
+                                                  "duration_ms": (time.monotonic() - began) * 1000})
     finally:
         upstream.close()
         slot.release()
@@ -94,9 +98,9 @@ def _unreachable(session):
                     headers={"Retry-After": "5"})
 
 
-def _tell_host(host, session_id, delta):
+def _tell_host(host, session_id, change):
     try:
-        hosts.call(host, "POST", f"/sessions/{session_id}/clients", {"delta": delta}, timeout=10)
+        hosts.call(host, "POST", f"/sessions/{session_id}/clients", change, timeout=10)
     except hosts.HostError:
         pass  # the session ended meanwhile, or its host is gone: nothing to keep active
 

@@ -55,11 +55,21 @@ def captured(event, config):
     return True
 
 
-def ingest(session, events):
+def enabled_categories(config):
+    """The categories whose events the session's telemetry config keeps (what a capture need produce)."""
+    if not config.get("enabled"):
+        return set()
+    enabled = {name for name, switch in (config.get("browser") or {}).items() if (switch or {}).get("enabled")}
+    return enabled | ({"monitor"} if enabled & set(CDP_CATEGORIES) else set())
+
+
+def ingest(session, events, *, activity=True):
     """Store and publish validated events; returns (accepted, dropped, last_seq).
 
     One transaction per batch: the session row (seq counter, activity) and the
     archive rows commit together, so no reader sees a seq without its event.
+    Events a host captured from the browser itself are not activity (`activity=False`):
+    a page that logs forever must not keep its session from idling out.
     """
     with _stripe(session.id):
         with exclusive(session):
@@ -69,9 +79,10 @@ def ingest(session, events):
                 kept = [event for event in events if captured(event, current.options.get("telemetry") or {})]
                 first_seq = current.last_seq + 1
                 now = clock.now()
+                touched = {"last_active_at": now, "idle_deadline": current.deadline_from(now)} if activity else {}
                 (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
                                        telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
-                                       last_active_at=now, idle_deadline=current.deadline_from(now))
+                                       **touched)
                  .where(BrowserSession.id == session.id).execute())
                 entries = _archive(session.id, first_seq, kept, now)
         if timed_out:

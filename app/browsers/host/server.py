@@ -19,6 +19,12 @@ registry: after a crash (`kill -9`), the next start kills the process groups rec
 there and removes the folders, and ends the sessions the database still gives this host.
 While a CDP client is connected the session is active (touched every heartbeat); when
 the last one leaves, its idle timeout starts from then.
+
+Each browser also has a capture (capture.py): the host's own CDP connection turns what the
+browser does into telemetry events, and a tail of Chromium's output into log lines
+(`source=supervisor`, `supervisor_process=chromium`); both go through the same ingest as
+the HTTP endpoints (archive and seq in the database; workers' streams catch up from it),
+in batches, and neither counts as activity.
 """
 import base64
 import hmac
@@ -38,12 +44,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from app.browsers import hosts, sessions
+from app.browsers import hosts, logs, sessions, telemetry
 from app.browsers.host import launch, storage
+from app.browsers.host.capture import Capture, LogTail
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.models import ENDED_BY_HOST_RESTART, BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
+from app.core.errors import ApiError
+from app.core.ids import new_id
 from app.core.splice import splice
 
 logger = logging.getLogger(__name__)
@@ -62,6 +71,10 @@ class Hosted:
     origins: set = field(default_factory=set)  # of the loaded profile: read back on save
     clients: int = 0
     stopping: bool = False
+    capture: Capture | None = None
+    log_tail: LogTail | None = None
+    categories: set = field(default_factory=set)
+    categories_read_at: float = float("-inf")
 
 
 class BrowserHostServer:
@@ -200,6 +213,28 @@ class BrowserHostServer:
             hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
             with CdpClient(hosted.browser.ws_url) as cdp:
                 storage.load_state(cdp, state)
+        hosted.capture = Capture(hosted.browser.ws_url, categories=lambda: self.categories(hosted),
+                                 sink=lambda events: self.ingest(hosted, telemetry.ingest, events)).start()
+        hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.ingest(
+            hosted, logs.ingest, "supervisor", "chromium", [{"message": line} for line in lines])).start()
+
+    def categories(self, hosted):
+        """The session's enabled telemetry categories, read again at most once a second (a PATCH applies within it)."""
+        if time.monotonic() - hosted.categories_read_at >= 1.0:
+            with self.app.app_context(), db.connection_context():
+                session = BrowserSession.get_or_none(BrowserSession.id == hosted.session_id)
+                settings = session.options.get("telemetry") if session else None
+            hosted.categories = telemetry.enabled_categories(settings or {})
+            hosted.categories_read_at = time.monotonic()
+        return hosted.categories
+
+    def ingest(self, hosted, ingest, *args):
+        """Into the archive, as the ingest endpoints do, without counting as activity; nothing once it ended."""
+        try:
+            with self.app.app_context(), db.connection_context():
+                ingest(BrowserSession.get_by_id(hosted.session_id), *args, activity=False)
+        except ApiError:
+            pass  # the session has ended: what it captured after that is not kept
 
     @staticmethod
     def _unpack(folder, archive_b64):
@@ -223,6 +258,9 @@ class BrowserHostServer:
             hosted.stopping = True
         state = None
         try:
+            for follower in (hosted.capture, hosted.log_tail):
+                if follower is not None:
+                    follower.stop()  # what was captured so far goes in first
             if save and hosted.browser and hosted.browser.alive:
                 try:
                     with CdpClient(hosted.browser.ws_url) as cdp:
@@ -251,16 +289,21 @@ class BrowserHostServer:
         if not hosted.stopping:
             logger.warning("the browser of session %s exited with %s", hosted.session_id,
                            hosted.browser.process.returncode)
+            hosted.capture.browser_exited(hosted.browser.process.returncode, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
 
-    def client_joined(self, hosted):
+    def client_joined(self, hosted, connection_id):
         with self.lock:
             hosted.clients += 1
+        if hosted.capture:
+            hosted.capture.client_connected(connection_id)
         self._touch_now(hosted)
 
-    def client_left(self, hosted):
+    def client_left(self, hosted, connection_id, duration_ms):
         with self.lock:
             hosted.clients -= 1
+        if hosted.capture:
+            hosted.capture.client_disconnected(connection_id, duration_ms)
         self._touch_now(hosted)  # the idle timeout counts from the last client's leaving
 
     def _touch_now(self, hosted):
@@ -318,7 +361,11 @@ class ControlHandler(BaseHTTPRequestHandler):
             self.answer(*self.host.start_browser(body))
         elif hosted is not None and parts[2] == "clients":
             # A worker on this machine relays straight to Chromium and says when a client comes and goes.
-            (self.host.client_joined if body.get("delta", 0) > 0 else self.host.client_left)(hosted)
+            connection_id = str(body.get("connection_id") or "")
+            if body.get("delta", 0) > 0:
+                self.host.client_joined(hosted, connection_id)
+            else:
+                self.host.client_left(hosted, connection_id, float(body.get("duration_ms") or 0))
             self.answer(200, {"clients": hosted.clients})
         else:
             self.answer(404, {"code": "not_found", "message": self.path})
@@ -369,12 +416,13 @@ class ControlHandler(BaseHTTPRequestHandler):
         lines += [f"{name}: {self.headers[name]}" for name in PASSED_HEADERS if self.headers.get(name)]
         upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         upstream.settimeout(None)
-        self.host.client_joined(hosted)
+        connection_id, began = new_id(), time.monotonic()
+        self.host.client_joined(hosted, connection_id)
         try:
             splice(self.connection, upstream)
         finally:
             upstream.close()
-            self.host.client_left(hosted)
+            self.host.client_left(hosted, connection_id, (time.monotonic() - began) * 1000)
 
 
 def _remove(folder):
