@@ -31,6 +31,9 @@ class Endpoints:
 class Driver(Protocol):
     name: str
 
+    def refuse_unsupported(self, args: dict, *, update: bool) -> None:
+        """400 naming each create (or PATCH) field given that this driver cannot apply."""
+
     def place(self, session, settings: dict) -> None:
         """Reserve where the browser runs, inside the admission transaction (raise ApiError to refuse)."""
 
@@ -50,6 +53,9 @@ class ExternalDriver:
     It reads its configuration (viewport, location, network, ...) from GET /browsers/{id}."""
 
     name = "external"
+
+    def refuse_unsupported(self, args, *, update):
+        pass  # the external browser reads every setting from the record and applies what it can
 
     def place(self, session, settings):
         pass
@@ -87,6 +93,23 @@ class HostDriver:
     """
 
     name = "host"
+    # Create options a host cannot apply (given with a value that asks for something), and what a
+    # PATCH cannot change in a running browser.
+    UNSUPPORTED_ON_CREATE = {"chrome_policy": "Chrome policies", "kiosk_mode": "kiosk mode", "gpu": "GPUs",
+                             "video_memory": "video memory", "vaults": "credential vaults"}
+    UNSUPPORTED_ON_UPDATE = {"viewport": "a new viewport", "location": "a new location", "network": "a new network "
+                             "allowlist", "profile": "a profile", "start_url": "a new start_url"}
+
+    def refuse_unsupported(self, args, *, update):
+        unsupported = self.UNSUPPORTED_ON_UPDATE if update else self.UNSUPPORTED_ON_CREATE
+        given = [field for field in unsupported if args.get(field) not in (None, False, {}, [])]
+        if given:
+            when = " to a running browser" if update else ""
+            what = ", ".join(unsupported[field] for field in given)
+            raise ApiError(400, "bad_request", f"Lantern's browser hosts cannot apply {what}{when}: leave "
+                           f"{', '.join(given)} out.",
+                           details=[{"code": "unsupported", "field": field,
+                                     "message": f"Not applied by the host driver{when}."} for field in given])
 
     def place(self, session, settings):
         session.host = hosts.place(headful=not session.headless)

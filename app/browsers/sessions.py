@@ -67,6 +67,7 @@ def blocking_limit(project, org):
 
 def create(project, args):
     """A new active session, or 429 when a cap is reached; references are resolved first (404s)."""
+    driver_named(current_app.config["BROWSER_DRIVER"]).refuse_unsupported(args, update=False)
     settings = {key: args[key] for key in SETTINGS_KEYS if key in args}
     settings["telemetry"] = resolved_telemetry(args.get("telemetry"))
     settings["extensions"] = [resolve(Extension, project, ref, "extension").id for ref in args.get("extensions", [])]
@@ -266,6 +267,7 @@ def update(session, args):
         current = BrowserSession.get_by_id(session.id)
         if not current.is_active:
             raise not_found(f"Browser session {session.id!r} not found.", code="browser_not_found")
+        driver_named(current.driver).refuse_unsupported(args, update=True)
         settings = current.options
         if "name" in args:
             current.name = args["name"] or None

@@ -419,3 +419,17 @@ def test_long_log_paths_are_stored_and_overlong_ones_refused(client):
     refused = client.post(f"/browsers/{session}/logs", json={"source": "path", "path": long_path + "x" * 30,
                                                             "lines": [{"message": "x"}]})
     assert refused.status_code == 400
+
+
+@pytest.mark.parametrize("body, fields", [
+    ({"kiosk_mode": True}, ["kiosk_mode"]),
+    ({"chrome_policy": {"DefaultCookiesSetting": 2}, "gpu": True, "headless": False}, ["chrome_policy", "gpu"]),
+    ({"vaults": [{"name": "v"}]}, ["vaults"]),
+], ids=["kiosk", "policy-and-gpu", "vaults"])
+def test_the_host_driver_refuses_what_it_cannot_apply(make_app, make_org, body, fields):
+    app = make_app(BROWSER_DRIVER="host")
+    host_client = client_for(app, make_org().plaintext)
+    response = host_client.post("/browsers", json=body)
+    assert response.status_code == 400, response.get_json()
+    assert [detail["field"] for detail in response.get_json()["details"]] == fields
+    assert host_client.get("/browsers").get_json() == []  # nothing was created
