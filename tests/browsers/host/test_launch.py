@@ -2,6 +2,7 @@
 import os
 import socket
 import stat
+import time
 
 import pytest
 
@@ -62,7 +63,11 @@ def test_kill_group_ends_a_recorded_browser_only_when_it_is_the_expected_one(tmp
 
         assert kill_group(browser.pid, grace=0.5, expect_in_cmdline=str(tmp_path / "user-data")) is True
 
-        assert not group_alive(browser.pid) and not port_open(browser.port)
+        assert not group_alive(browser.pid)
+        deadline = time.monotonic() + 5  # the kernel closes a killed process's listening socket a moment later
+        while port_open(browser.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not port_open(browser.port)
     finally:
         browser.stop()
 
