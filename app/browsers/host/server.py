@@ -133,8 +133,10 @@ class BrowserHostServer:
             else:
                 BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
             self.host_id = host.id
-            # Whatever the database still gives this host died with its previous run.
+            # Whatever the database still gives this host died with its previous run (already cleaned up:
+            # nothing to ask this host, which does not serve yet).
             for session in BrowserSession.active().where(BrowserSession.host == host.id):
+                session.host_id = None
                 sessions.end(session, ENDED_BY_HOST_RESTART)
 
     def clean_up_after_crash(self):
