@@ -92,6 +92,7 @@ class BrowserHostServer:
         self.hosted = {}
         self.lock = threading.Lock()
         self.stopped = threading.Event()
+        self.shutting_down = False
         self.host_id = None
         self.httpd = None
 
@@ -113,6 +114,12 @@ class BrowserHostServer:
         self.stopped.wait()
 
     def shutdown(self):
+        # Once, whatever the number of signals (Ctrl-C reaches the host, then make run's trap sends
+        # SIGTERM): a second pass would let run() return while the first still stops browsers.
+        with self.lock:
+            if self.shutting_down:
+                return
+            self.shutting_down = True
         for session_id in list(self.hosted):
             self.stop_browser(session_id, save=False, reason="host_stopped")
         with self.app.app_context(), db.connection_context():
