@@ -106,8 +106,8 @@ class DefaultConfig:
     BROWSER_HOST_START_SECONDS = 30
     # Retry-After of a 503 when no browser host has room.
     BROWSER_CAPACITY_RETRY_AFTER_SECONDS = 5
-    # Where clients reach this server (cdp_ws_url, the hosted login page), e.g.
-    # https://lantern.example.com behind a proxy; None: the host of each request.
+    # Where clients reach this server (cdp_ws_url; the hosted login page unless AUTH_PUBLIC_BASE_URL
+    # says otherwise), e.g. https://lantern.example.com behind a proxy; None: the host of each request.
     PUBLIC_BASE_URL = None
     # How often each worker ends sessions past their idle deadline (wsgi.py's periodic loop).
     BROWSER_IDLE_SWEEP_SECONDS = 5
@@ -126,8 +126,8 @@ class DefaultConfig:
     BROWSER_LOG_REPLAY_LINES = 1000
 
     # Managed auth: how long a login flow may take, its HTTP timeout per request to the
-    # site, where the hosted page is reached (None: the host of the request that started
-    # the flow), and how often each worker looks for due health checks (wsgi.py's
+    # site, where the hosted page is reached (None: PUBLIC_BASE_URL, else the host of the
+    # request that started the flow), and how often each worker looks for due health checks (wsgi.py's
     # periodic loop; 0: never).
     AUTH_FLOW_LIFETIME_SECONDS = 300
     AUTH_FLOW_HTTP_TIMEOUT_SECONDS = 10

@@ -14,10 +14,8 @@ Prints Markdown tables for docs/benchmarks.md. Traffic stays on 127.0.0.1.
 """
 import argparse
 import json
-import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,18 +30,9 @@ from app.browsers.cli import memory_capacity  # noqa: E402
 from app.browsers.host import launch  # noqa: E402
 from app.config import DefaultConfig  # noqa: E402
 from tests.browsers.host.helpers import Site  # noqa: E402
-from tests.live_server import (  # noqa: E402
-    BIN,
-    ROOT,
-    free_port,
-    gunicorn,
-    private_database,
-    run_cli,
-    server_env,
-)
+from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/browsers.py", *sys.argv[1:]])
-PAGE_BYTES = 2 * 1024 * 1024
 
 
 class Cdp:
@@ -85,22 +74,6 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] * 1000
 
 
-def start_host(env, workdir, capacity):
-    port = free_port()
-    with open(workdir / "host.log", "ab") as log:
-        process = subprocess.Popen([str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind",
-                                    f"127.0.0.1:{port}", "--name", "bench", "--capacity", str(capacity)],
-                                   cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", headers={"Authorization": "Bearer bench"}, timeout=2)
-            return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("the browser host did not start")
-
-
 def bench_start(base_url, key, site_url, count):
     through, bare = [], []
     headers = {"Authorization": f"Bearer {key}"}
@@ -130,14 +103,13 @@ def bench_start(base_url, key, site_url, count):
     print(f"\nratio p50 (Lantern / bare): {statistics.median(through) / statistics.median(bare):.2f}")
 
 
-def bench_relay(base_url, key, site_url, round_trips, screenshots):
+def bench_relay(base_url, key, site_url, round_trips, screenshots, hosts_dir):
     headers = {"Authorization": f"Bearer {key}"}
     created = httpx.post(f"{base_url}/browsers", json={"headless": True, "viewport": {"width": 1920, "height": 1080}},
                          headers=headers, timeout=60).json()
     version = httpx.get(created["cdp_ws_url"].replace("ws://", "http://").replace("/cdp?", "/cdp/json/version?"),
                         timeout=10).json()
-    direct_url = None
-    host_dir = Path(os.environ["BENCH_HOST_DIR"]) / "bench" / "sessions" / created["session_id"] / "user-data"
+    host_dir = hosts_dir / "bench" / "sessions" / created["session_id"] / "user-data"
     port, path = (host_dir / "DevToolsActivePort").read_text().split()
     direct_url = f"ws://127.0.0.1:{port}{path}"
     rows = []
@@ -220,16 +192,15 @@ def main():
     with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
         workdir = Path(scratch)
         env = server_env(database_url, workdir)
-        os.environ["BENCH_HOST_DIR"] = str(workdir / "hosts")
         env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
                    LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        host = start_host(env, workdir, capacity=4)
+        host, _ = browser_host(env, workdir, "bench", capacity=4)
         try:
             with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
                 bench_start(base_url, key, site.url + "/page", args.sessions)
-                bench_relay(base_url, key, site.url, args.round_trips, args.screenshots)
+                bench_relay(base_url, key, site.url, args.round_trips, args.screenshots, workdir / "hosts")
         finally:
             host.terminate()
             host.wait(timeout=30)

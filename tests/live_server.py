@@ -172,3 +172,31 @@ def serve_with_organization(workdir, org_name, *, workers=1, env_updates=None):
         log_path = workdir / "gunicorn.log"
         with gunicorn(env, log_path, workers=workers) as base_url:
             yield Served(base_url=base_url, api_key=api_key, env=env, log_path=log_path)
+
+
+def browser_host(env, workdir, name, capacity, *, port=None, advertise="127.0.0.1"):
+    """(process, port) of `flask browsers host` on 127.0.0.1, once it answers its health check.
+
+    Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
+    the host's own relay for any other name (as for a host on another machine). The caller stops it.
+    """
+    port = port or free_port()
+    log_path = Path(workdir) / f"host-{name}.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind", f"127.0.0.1:{port}",
+             "--name", name, "--capacity", str(capacity), "--advertise", f"http://{advertise}:{port}"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while True:
+        try:
+            health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5,
+                               headers={"Authorization": f"Bearer {env['LANTERN_BROWSER_HOST_SECRET']}"})
+            if health.status_code == 200 and health.json()["name"] == name:
+                return process, port
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            raise RuntimeError(f"browser host {name} did not start:\n{log_path.read_text(errors='replace')}")
+        time.sleep(0.1)

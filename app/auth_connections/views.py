@@ -1,10 +1,10 @@
 """Managed auth connections (/auth/connections): CRUD, login, submit, events, timeline."""
-from flask import current_app, g, request
+from flask import current_app, g
 from flask.views import MethodView
 
 from app.auth_connections import connections, events, loginflow, schemas
 from app.auth_connections.models import AuthConnection
-from app.core import clock, sse
+from app.core import clock, sse, urls
 from app.core.api import Blueprint
 from app.core.paging import PAGE_HEADERS, page
 
@@ -13,8 +13,8 @@ blp = Blueprint("auth_connections", __name__, url_prefix="/auth/connections",
 
 
 def public_base_url():
-    """Where the hosted login page is reached: configuration, else this request's host."""
-    return current_app.config["AUTH_PUBLIC_BASE_URL"] or request.host_url
+    """Where the hosted login page is reached: AUTH_PUBLIC_BASE_URL, else where the API is (app/core/urls.py)."""
+    return current_app.config["AUTH_PUBLIC_BASE_URL"] or urls.public_base_url()
 
 
 @blp.route("")

@@ -13,13 +13,12 @@ import os
 import secrets
 import urllib.error
 import urllib.request
-from urllib.parse import urlsplit
 
-from flask import current_app, request
+from flask import current_app
 from peewee import fn
 
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import clock, periodic
+from app.core import clock, crypto, periodic, urls
 from app.core.db import db, exclusive
 from app.core.errors import ApiError
 
@@ -40,20 +39,12 @@ class HostError(Exception):
 # -- the shared secret and CDP tokens ---------------------------------------------------------
 
 def secret(app=None):
-    """BROWSER_HOST_SECRET, else the instance file (created once, mode 0600)."""
+    """BROWSER_HOST_SECRET, else the instance file (created once, mode 0600); read once per app."""
     app = app or current_app
-    if app.config["BROWSER_HOST_SECRET"]:
-        return app.config["BROWSER_HOST_SECRET"]
-    path = os.path.join(app.instance_path, SECRET_FILE)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        with open(path) as existing:
-            return existing.read().strip()
-    value = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w") as created:
-        created.write(value + "\n")
-    return value
+    if "browser_host_secret" not in app.extensions:
+        app.extensions["browser_host_secret"] = app.config["BROWSER_HOST_SECRET"] or crypto.load_or_create_key_file(
+            os.path.join(app.instance_path, SECRET_FILE), lambda: secrets.token_urlsafe(32), "browser host secret")[0]
+    return app.extensions["browser_host_secret"]
 
 
 def cdp_token(session_id):
@@ -69,9 +60,8 @@ def token_matches(session_id, token):
 
 def public_ws_base():
     """ws(s)://host[:port] where clients reach this server (PUBLIC_BASE_URL, else the request's host)."""
-    base = urlsplit(current_app.config["PUBLIC_BASE_URL"] or request.host_url)
-    scheme = "wss" if base.scheme == "https" else "ws"
-    return f"{scheme}://{base.netloc}{base.path.rstrip('/')}"
+    base = urls.public_base_url()
+    return ("wss" if base.startswith("https:") else "ws") + base[base.index(":"):]
 
 
 # -- placement ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from app.core.ids import new_id
 from app.core.splice import splice
 
 HANDSHAKE_LIMIT = 64 * 1024
+BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # A host advertised at a loopback IP runs on this machine; "localhost" is taken at its word
 # as any other name (and so goes through the host's own relay).
 LOOPBACK = {"127.0.0.1", "::1"}
@@ -48,7 +49,11 @@ def relay(session, target_path=""):
         raise
     db.close()
     try:
-        answer = _read_head(upstream)
+        try:
+            answer = _read_head(upstream)
+        except OSError:  # no answer within the timeout
+            answer = BAD_GATEWAY
+        upstream.settimeout(None)  # a CDP connection may stay quiet for hours
         client.sendall(answer)
         if answer.startswith(b"HTTP/1.1 101"):
             connection_id, began = new_id(), time.monotonic()
@@ -89,8 +94,7 @@ def _handshake(address, path, headers, session):
     lines = [f"GET {path} HTTP/1.1", *headers, "Upgrade: websocket", "Connection: Upgrade"]
     lines += [f"{name}: {request.headers[name]}" for name in PASSED_HEADERS if name in request.headers]
     upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    upstream.settimeout(None)
-    return upstream
+    return upstream  # with its 10 s timeout until the handshake is answered
 
 
 def _unreachable(session):
@@ -110,7 +114,7 @@ def _read_head(sock):
     while b"\r\n\r\n" not in head:
         chunk = sock.recv(4096)
         if not chunk or len(head) > HANDSHAKE_LIMIT:
-            return b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            return BAD_GATEWAY
         head += chunk
     return head
 

@@ -34,19 +34,19 @@ def configured_keys(app):
     return list(keys)
 
 
-def load_or_create_key_file(path):
-    """Read the instance key file, creating it (mode 0600) if missing.
+def load_or_create_key_file(path, make=lambda: Fernet.generate_key().decode(), what="encryption key"):
+    """Read an instance secret file (one secret a line), creating it (mode 0600) with `make()` if missing.
 
-    Created via a hard link of a complete temp file, so concurrent workers
-    starting at once agree on one key and never read a half-written file.
+    Created via a hard link of a complete temp file, so processes starting at once
+    (workers, a browser host) agree on one secret and never read a half-written file.
     """
     if not os.path.exists(path):
         descriptor, temp_path = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".keys-")
         try:
             with os.fdopen(descriptor, "w") as handle:
-                handle.write(Fernet.generate_key().decode() + "\n")
+                handle.write(make() + "\n")
             os.link(temp_path, path)
-            logger.warning("generated a new encryption key in %s; back it up with the database", path)
+            logger.warning("generated a new %s in %s; back it up with the database", what, path)
         except FileExistsError:
             pass
         finally:

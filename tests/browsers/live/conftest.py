@@ -5,7 +5,6 @@ hosts start them (`start_host`). Everything runs on 127.0.0.1 and stops with the
 """
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,15 +13,7 @@ import kernel
 import pytest
 
 from tests.browsers.host.helpers import CHROMIUM, Site
-from tests.live_server import (
-    BIN,
-    ROOT,
-    free_port,
-    gunicorn,
-    private_database,
-    run_cli,
-    server_env,
-)
+from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
 
 HOST_SECRET = "test-host-secret"
 CAPACITY = 3
@@ -64,28 +55,12 @@ class Lantern:
         return run_cli(self.env, "orgs", "create", "--name", name, "--owner-email", f"{name}@x.test").split()[-1]
 
     def start_host(self, name, capacity, port=None, advertise="127.0.0.1"):
-        """A browser host process registered with this Lantern; stopped at the end of the session.
-
-        Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
-        the host's own relay for any other name (as for a host on another machine)."""
-        port = port or free_port()
-        with open(self.workdir / f"host-{name}.log", "ab") as log:
-            process = subprocess.Popen(
-                [str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind", f"127.0.0.1:{port}",
-                 "--name", name, "--capacity", str(capacity), "--advertise", f"http://{advertise}:{port}"],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        """A browser host process registered with this Lantern (tests.live_server.browser_host);
+        stopped at the end of the session."""
+        process, port = browser_host(self.env, self.workdir, name, capacity, port=port, advertise=advertise)
         host = Host(name, port, process, self.workdir / "hosts" / name)
         self.hosts.append(host)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if host.health()["name"] == name:
-                    return host
-            except (httpx.TransportError, ValueError):
-                pass
-            log = self.workdir / f"host-{name}.log"
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        return host
 
 
 @pytest.fixture(scope="session")
