@@ -10,8 +10,8 @@ from app.core.db import exclusive
 from app.streams import channels
 
 
-def ingest(session, source, log_name, lines, *, activity=True):
-    """Store log lines; `activity=False` for what a host reads from the browser's own output."""
+def ingest(session, source, log_name, lines, *, from_host=False):
+    """Store log lines; `from_host` as for telemetry.ingest (not activity, no wake-up in this process)."""
     now = clock.now()
     rows = [{"session": session.id, "source": source, "log_name": log_name,
              "timestamp": line.get("timestamp") or now, "message": line["message"], "received_at": now}
@@ -25,9 +25,9 @@ def ingest(session, source, log_name, lines, *, activity=True):
     if not current.is_active or current.is_idle_too_long:
         sessions.end_if_idle(current)
         raise sessions.ended_error(current)
-    if activity:
+    if not from_host:
         sessions.touch(current)
-    channels().append(session.logs_subject, len(rows))
+        channels().append(session.logs_subject, len(rows))
     return len(rows)
 
 

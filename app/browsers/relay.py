@@ -10,8 +10,8 @@ costs no JSON work and no frame parsing. Each relayed connection holds a stream 
 (app/core/streamslots.py), like an event stream. The request's database connection is
 given back before the splice: a CDP connection can last hours.
 """
+import os
 import socket
-import time
 from urllib.parse import urlsplit
 
 from flask import Response, request
@@ -56,15 +56,14 @@ def relay(session, target_path=""):
         upstream.settimeout(None)  # a CDP connection may stay quiet for hours
         client.sendall(answer)
         if answer.startswith(b"HTTP/1.1 101"):
-            connection_id, began = new_id(), time.monotonic()
+            connection_id = new_id()
             if local:
-                _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id})
+                _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id, "worker_pid": os.getpid()})
             try:
                 splice(client, upstream)
             finally:
                 if local:
-                    _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id,
-                                                  "duration_ms": (time.monotonic() - began) * 1000})
+                    _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id})
     finally:
         upstream.close()
         slot.release()

@@ -63,13 +63,14 @@ def enabled_categories(config):
     return enabled | ({"monitor"} if enabled & set(CDP_CATEGORIES) else set())
 
 
-def ingest(session, events, *, activity=True):
+def ingest(session, events, *, from_host=False):
     """Store and publish validated events; returns (accepted, dropped, last_seq).
 
     One transaction per batch: the session row (seq counter, activity) and the
     archive rows commit together, so no reader sees a seq without its event.
-    Events a host captured from the browser itself are not activity (`activity=False`):
-    a page that logs forever must not keep its session from idling out.
+    `from_host`: a browser host captured them from the browser itself. They are not
+    activity (a page that logs forever must not keep its session from idling out), and
+    the host serves no stream, so they go to the archive only: workers catch up from it.
     """
     with _stripe(session.id):
         with exclusive(session):
@@ -79,7 +80,7 @@ def ingest(session, events, *, activity=True):
                 kept = [event for event in events if captured(event, current.options.get("telemetry") or {})]
                 first_seq = current.last_seq + 1
                 now = clock.now()
-                touched = {"last_active_at": now, "idle_deadline": current.deadline_from(now)} if activity else {}
+                touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
                 (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
                                        telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
                                        **touched)
@@ -89,7 +90,8 @@ def ingest(session, events, *, activity=True):
             sessions.end_if_idle(current)
         if not current.is_active or timed_out:
             raise sessions.ended_error(current)
-        _publish(session, entries)
+        if not from_host:
+            _publish(session, entries)
     return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
 
 

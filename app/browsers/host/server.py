@@ -10,7 +10,8 @@ place sessions on it and call its control API, authorised by the shared secret
     GET    /sessions/{id}/json/list
     GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
     GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
-    POST   /sessions/{id}/clients         {"delta": 1 | -1}: such a worker's CDP client came or left
+    POST   /sessions/{id}/clients         {"delta": 1 | -1, "connection_id", "worker_pid"}: such a
+                                          worker's CDP client came or left
     GET    /health
 
 Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each browser lives
@@ -40,6 +41,7 @@ import time
 import urllib.request
 import zipfile
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -48,7 +50,13 @@ from app.browsers import hosts, logs, sessions, telemetry
 from app.browsers.host import launch, storage
 from app.browsers.host.capture import Capture, LogTail
 from app.browsers.host.cdp import CdpClient, CdpError
-from app.browsers.models import ENDED_BY_HOST_RESTART, BrowserHost, BrowserSession
+from app.browsers.models import (
+    ENDED_BY_BROWSER_EXIT,
+    ENDED_BY_HOST_RESTART,
+    ENDED_BY_HOST_STOP,
+    BrowserHost,
+    BrowserSession,
+)
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError
@@ -56,7 +64,6 @@ from app.core.ids import new_id
 from app.core.splice import splice
 
 logger = logging.getLogger(__name__)
-ENDED_BY_BROWSER_EXIT = "browser_exited"
 PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
 
 
@@ -69,7 +76,10 @@ class Hosted:
     browser: launch.Browser | None = None
     xvfb: object = None
     origins: set = field(default_factory=set)  # of the loaded profile: read back on save
-    clients: int = 0
+    # Connected CDP clients: id -> (pid of the worker relaying it straight to Chromium, or None when
+    # this host relays it, and when it came). A worker that dies takes its entries with it.
+    connections: dict = field(default_factory=dict)
+    starting: bool = True
     stopping: bool = False
     capture: Capture | None = None
     log_tail: LogTail | None = None
@@ -120,12 +130,14 @@ class BrowserHostServer:
             if self.shutting_down:
                 return
             self.shutting_down = True
-        for session_id in list(self.hosted):
-            self.stop_browser(session_id, save=False, reason="host_stopped")
-        with self.app.app_context(), db.connection_context():
-            BrowserHost.update(heartbeat_at=clock.EPOCH).where(BrowserHost.id == self.host_id).execute()
-        self.httpd.shutdown()
-        self.stopped.set()
+        try:
+            for session_id in list(self.hosted):
+                self.stop_browser(session_id, save=False, reason=ENDED_BY_HOST_STOP)
+            with self.app.app_context(), db.connection_context():
+                BrowserHost.update(heartbeat_at=clock.EPOCH).where(BrowserHost.id == self.host_id).execute()
+        finally:
+            self.httpd.shutdown()
+            self.stopped.set()
 
     def register(self):
         reason = None if self.binary else ("Chromium is not installed on this host: apt-get install chromium "
@@ -143,8 +155,7 @@ class BrowserHostServer:
             # Whatever the database still gives this host died with its previous run (already cleaned up:
             # nothing to ask this host, which does not serve yet).
             for session in BrowserSession.active().where(BrowserSession.host == host.id):
-                session.host_id = None
-                sessions.end(session, ENDED_BY_HOST_RESTART)
+                _end_here(session, ENDED_BY_HOST_RESTART)
 
     def clean_up_after_crash(self):
         """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
@@ -154,8 +165,9 @@ class BrowserHostServer:
                     pgid = int((workdir / record).read_text())
                 except (OSError, ValueError):
                     continue
-                if launch.kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid" else
-                                     None):
+                # Checked against the command line: after a reboot the id may belong to anything.
+                if launch.kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid"
+                                     else "Xvfb"):
                     logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -163,11 +175,33 @@ class BrowserHostServer:
         interval = self.app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]
         while not self.stopped.wait(interval):
             try:
+                self.forget_dead_workers()
                 with self.app.app_context(), db.connection_context():
                     BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == self.host_id).execute()
-                    self.touch([h.session_id for h in list(self.hosted.values()) if h.clients])
+                    self.touch([h.session_id for h in list(self.hosted.values()) if h.connections])
+                    self.stop_ended()
             except Exception:  # noqa: BLE001 - a database hiccup must not end the heartbeat
                 logger.exception("heartbeat failed")
+
+    def forget_dead_workers(self):
+        """A worker killed while relaying never says its client left."""
+        for hosted in list(self.hosted.values()):
+            for connection_id, (pid, _) in list(hosted.connections.items()):
+                if pid is not None and not _process_exists(pid):
+                    self.client_left(hosted, connection_id)
+
+    def stop_ended(self):
+        """Stop browsers whose session ended a while ago without this host being told (a stop that failed
+        to reach it). Recently ended ones are left to the stop on its way, which may save the profile."""
+        recently = clock.now() - timedelta(seconds=self.app.config["BROWSER_HOST_START_SECONDS"] * 2)
+        running = [h.session_id for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
+        current = {s.id for s in BrowserSession.select(BrowserSession.id).where(
+            BrowserSession.id.in_(running) & (BrowserSession.deleted_at.is_null()
+                                              | (BrowserSession.deleted_at > recently)))}
+        for session_id in set(running) - current:
+            logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
+            threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
+                             daemon=True).start()
 
     def touch(self, session_ids):
         """A connected CDP client is activity: the idle timeout counts from when the last one left."""
@@ -186,6 +220,8 @@ class BrowserHostServer:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
         with self.lock:
+            if self.shutting_down:
+                return 503, {"code": "browser_host_stopping", "message": f"Browser host {self.name} is stopping."}
             if session_id in self.hosted:
                 return 409, {"code": "conflict", "message": f"Session {session_id} already runs here."}
             if len(self.hosted) >= self.capacity:
@@ -195,8 +231,15 @@ class BrowserHostServer:
             self._launch(hosted, body)
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
             logger.exception("starting the browser of session %s failed", session_id)
-            self.stop_browser(session_id, save=False, reason=None)
+            self._teardown(hosted, save=False)
             return 500, {"code": "browser_start_failed", "message": str(error).splitlines()[0][:500]}
+        with self.lock:
+            hosted.starting = False
+            stopped_meanwhile = hosted.stopping
+        if stopped_meanwhile:  # a stop came while it started (the worker gave up waiting): it is ours to end
+            self._teardown(hosted, save=False)
+            return 503, {"code": "browser_start_failed", "message": "The session was stopped while its browser "
+                                                                    "started."}
         threading.Thread(target=self.watch, args=(hosted,), daemon=True).start()
         return 201, {"pid": hosted.browser.pid, "browser_path": hosted.browser.browser_path}
 
@@ -241,7 +284,7 @@ class BrowserHostServer:
         """Into the archive, as the ingest endpoints do, without counting as activity; nothing once it ended."""
         try:
             with self.app.app_context(), db.connection_context():
-                ingest(BrowserSession.get_by_id(hosted.session_id), *args, activity=False)
+                ingest(BrowserSession(id=hosted.session_id), *args, from_host=True)
         except ApiError:
             pass  # the session has ended: what it captured after that is not kept
 
@@ -259,12 +302,25 @@ class BrowserHostServer:
 
     def stop_browser(self, session_id, *, save, reason):
         """Stop a session's browser (its state read first when `save`); the state or None.
-        With `reason`, the session is also ended in the database (the browser ended it)."""
+        With `reason`, the session is also ended in the database (the browser ended it). A browser
+        still starting is only marked: start_browser ends it once its launch returns."""
         with self.lock:
             hosted = self.hosted.get(session_id)
             if hosted is None or hosted.stopping:
                 return None
             hosted.stopping = True
+            if hosted.starting:
+                return None
+        state = self._teardown(hosted, save)
+        if reason:
+            with self.app.app_context(), db.connection_context():
+                session = BrowserSession.get_or_none(BrowserSession.id == session_id)
+                if session is not None:
+                    _end_here(session, reason)
+        return state
+
+    def _teardown(self, hosted, save):
+        """Everything of one browser ends: capture, profile state (when `save`), Chromium, Xvfb, folder."""
         state = None
         try:
             for follower in (hosted.capture, hosted.log_tail):
@@ -275,7 +331,7 @@ class BrowserHostServer:
                     with CdpClient(hosted.browser.ws_url) as cdp:
                         state = storage.read_state(cdp, extra_origins=hosted.origins)
                 except (CdpError, OSError) as error:
-                    logger.warning("reading the profile state of session %s failed: %s", session_id, error)
+                    logger.warning("reading the profile state of session %s failed: %s", hosted.session_id, error)
             if hosted.browser:
                 hosted.browser.stop()
             if hosted.xvfb is not None:
@@ -284,12 +340,7 @@ class BrowserHostServer:
         finally:
             _remove(hosted.workdir)
             with self.lock:
-                self.hosted.pop(session_id, None)
-        if reason:
-            with self.app.app_context(), db.connection_context():
-                session = BrowserSession.get_or_none(BrowserSession.id == session_id)
-                if session is not None:
-                    sessions.end(session, reason)
+                self.hosted.pop(hosted.session_id, None)
         return state
 
     def watch(self, hosted):
@@ -301,18 +352,20 @@ class BrowserHostServer:
             hosted.capture.browser_exited(hosted.browser.process.returncode, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
 
-    def client_joined(self, hosted, connection_id):
+    def client_joined(self, hosted, connection_id, worker_pid=None):
         with self.lock:
-            hosted.clients += 1
+            hosted.connections[connection_id] = (worker_pid, time.monotonic())
         if hosted.capture:
             hosted.capture.client_connected(connection_id)
         self._touch_now(hosted)
 
-    def client_left(self, hosted, connection_id, duration_ms):
+    def client_left(self, hosted, connection_id):
         with self.lock:
-            hosted.clients -= 1
+            known = hosted.connections.pop(connection_id, None)
+        if known is None:
+            return
         if hosted.capture:
-            hosted.capture.client_disconnected(connection_id, duration_ms)
+            hosted.capture.client_disconnected(connection_id, (time.monotonic() - known[1]) * 1000)
         self._touch_now(hosted)  # the idle timeout counts from the last client's leaving
 
     def _touch_now(self, hosted):
@@ -336,6 +389,7 @@ class BrowserHostServer:
 class ControlHandler(BaseHTTPRequestHandler):
     host: BrowserHostServer
     protocol_version = "HTTP/1.1"
+    timeout = 30  # an idle keep-alive connection gives its thread back
 
     def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
         logger.debug("%s %s", self.address_string(), format % args)
@@ -372,10 +426,10 @@ class ControlHandler(BaseHTTPRequestHandler):
             # A worker on this machine relays straight to Chromium and says when a client comes and goes.
             connection_id = str(body.get("connection_id") or "")
             if body.get("delta", 0) > 0:
-                self.host.client_joined(hosted, connection_id)
+                self.host.client_joined(hosted, connection_id, worker_pid=body.get("worker_pid"))
             else:
-                self.host.client_left(hosted, connection_id, float(body.get("duration_ms") or 0))
-            self.answer(200, {"clients": hosted.clients})
+                self.host.client_left(hosted, connection_id)
+            self.answer(200, {"clients": len(hosted.connections)})
         else:
             self.answer(404, {"code": "not_found", "message": self.path})
 
@@ -425,13 +479,30 @@ class ControlHandler(BaseHTTPRequestHandler):
         lines += [f"{name}: {self.headers[name]}" for name in PASSED_HEADERS if self.headers.get(name)]
         upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         upstream.settimeout(None)
-        connection_id, began = new_id(), time.monotonic()
+        connection_id = new_id()
         self.host.client_joined(hosted, connection_id)
+        self.connection.settimeout(None)  # the control API's idle timeout is not the CDP client's
         try:
             splice(self.connection, upstream)
         finally:
             upstream.close()
-            self.host.client_left(hosted, connection_id, (time.monotonic() - began) * 1000)
+            self.host.client_left(hosted, connection_id)
+
+
+def _end_here(session, reason):
+    """End a session this host already stopped (nothing to ask the host, which may not serve yet)."""
+    session.host_id = None
+    sessions.end(session, reason)
+
+
+def _process_exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove(folder):

@@ -1,0 +1,37 @@
+"""The browser host's bookkeeping, without Chromium: a stop that arrives while a browser starts."""
+import threading
+
+from app.browsers.host.server import BrowserHostServer
+
+
+class FakeBrowser:
+    pid, browser_path, alive = 1, "/devtools/browser/x", True
+
+    def __init__(self):
+        self.stopped = False
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_stop_while_the_browser_starts_ends_it_once_started(make_app, tmp_path, monkeypatch):
+    server = BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path)), name="t", bind=("127.0.0.1", 0),
+                               advertise="http://127.0.0.1:1", capacity=2)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    launching, proceed, browser = threading.Event(), threading.Event(), FakeBrowser()
+
+    def slow_launch(hosted, body):
+        launching.set()
+        assert proceed.wait(10)
+        hosted.browser = browser
+
+    monkeypatch.setattr(server, "_launch", slow_launch)
+    answers = []
+    starter = threading.Thread(target=lambda: answers.append(server.start_browser({"session_id": "s1",
+                                                                                    "headless": True})))
+    starter.start()
+    assert launching.wait(10)
+    assert server.stop_browser("s1", save=False, reason=None) is None  # the worker gave up waiting
+    proceed.set()
+    starter.join(10)
+    assert answers[0][0] == 503 and browser.stopped and "s1" not in server.hosted
