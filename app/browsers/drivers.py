@@ -132,8 +132,9 @@ class HostDriver:
         base = f"{hosts.public_ws_base()}/browsers/{session.id}"
         return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")
 
-    def cdp_ws_url(self, session):
-        return f"{session.cdp_ws_url}?token={hosts.cdp_token(session.id)}"
+    def cdp_ws_url(self, session, target_path=""):
+        """The relay's URL for the browser, or for one of its targets, with the session's token."""
+        return f"{session.cdp_ws_url}{target_path}?token={hosts.cdp_token(session.id)}"
 
     def stop(self, session):
         if session.host_id is None:

@@ -18,9 +18,9 @@ from flask import current_app
 from peewee import fn
 
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import clock, crypto, periodic, urls
+from app.core import crypto, periodic, urls
 from app.core.db import db, exclusive
-from app.core.errors import ApiError
+from app.core.errors import ApiError, bad_request
 
 logger = logging.getLogger(__name__)
 SECRET_FILE = "browser-host.secret"
@@ -82,10 +82,9 @@ def place(*, headful):
         raise ApiError(503, "no_browser_host", f"No browser host can start browsers ({reasons}).",
                        headers=retry_after)
     if headful and not any(h.headful for h in usable):
-        raise ApiError(400, "bad_request", "headless false needs Xvfb on a browser host, and none has it: "
-                       "install it there (apt-get install xvfb) and restart the host, or create the session "
-                       "with headless true.",
-                       details=[{"code": "invalid", "field": "headless", "message": "Xvfb is not installed."}])
+        raise bad_request("headless false needs Xvfb on a browser host, and none has it: install it there "
+                          "(apt-get install xvfb) and restart the host, or create the session with headless true.",
+                          field="headless")
     load = _load([h.id for h in usable])
     for host in sorted((h for h in usable if h.headful or not headful),
                        key=lambda h: (load.get(h.id, 0) / max(h.capacity, 1), h.name)):
@@ -129,9 +128,7 @@ def call(host, method, path, body=None, *, timeout):
 @periodic.every("BROWSER_HOST_TIMEOUT_SECONDS")
 def end_sessions_of_lost_hosts():
     """A host that stopped heart-beating took its browsers with it: their sessions end."""
-    from app.browsers import (
-        sessions,  # sessions uses the drivers, which use this module
-    )
+    from app.browsers import sessions  # sessions uses the drivers, which use this module
 
     timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
     with db.connection_context():
@@ -139,4 +136,5 @@ def end_sessions_of_lost_hosts():
         orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
                                                       & BrowserSession.host.not_in(live)))
         for session in orphaned:
-            sessions.end(session, ENDED_BY_HOST_LOST, at=clock.now())
+            session.host_id = None  # nothing to ask a host that is gone; its restart cleans up
+            sessions.end(session, ENDED_BY_HOST_LOST)

@@ -67,7 +67,8 @@ def blocking_limit(project, org):
 
 def create(project, args):
     """A new active session, or 429 when a cap is reached; references are resolved first (404s)."""
-    driver_named(current_app.config["BROWSER_DRIVER"]).refuse_unsupported(args, update=False)
+    driver = driver_named(current_app.config["BROWSER_DRIVER"])
+    driver.refuse_unsupported(args, update=False)
     settings = {key: args[key] for key in SETTINGS_KEYS if key in args}
     settings["telemetry"] = resolved_telemetry(args.get("telemetry"))
     settings["extensions"] = [resolve(Extension, project, ref, "extension").id for ref in args.get("extensions", [])]
@@ -89,7 +90,6 @@ def create(project, args):
         created_at=now, last_active_at=now,
     )
     session.idle_deadline = session.deadline_from(now)
-    driver = driver_named(session.driver)
     org = Organization.get_by_id(project.org_id)
     with exclusive(org):
         ended = _end_idle(org.id)

@@ -3,12 +3,12 @@ from flask import current_app, g, request
 from flask.views import MethodView
 
 from app.browsers import hosts, logs, relay, schemas, sessions, streaming, telemetry
-from app.browsers.drivers import HostDriver
+from app.browsers.drivers import HostDriver, driver_named
 from app.browsers.models import BrowserSession
 from app.core import sse
 from app.core.api import Blueprint
 from app.core.auth import takes_tokens, unauthorized
-from app.core.errors import ApiError
+from app.core.errors import ApiError, error_response
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations.schemas import LogsAcceptedSchema
 
@@ -134,12 +134,19 @@ class LogLines(MethodView):
 def cdp_session(session_ref):
     """The active host-driver session a CDP request names: by a bearer key (any session of the
     project), else by the session's own token in the query string (that session only)."""
-    if "api_key" in g:
-        session = find(session_ref)
-    else:
-        session = BrowserSession.get_or_none((BrowserSession.id == session_ref) & BrowserSession.deleted_at.is_null())
-        if session is None or not hosts.token_matches(session.id, request.args.get("token", "")):
+    if "api_key" not in g:
+        if not hosts.token_matches(session_ref, request.args.get("token", "")):
             raise unauthorized("Invalid or expired CDP token (or no API key).")
+        owner = BrowserSession.get_or_none(BrowserSession.id == session_ref)
+        if owner is None:
+            raise unauthorized("Invalid or expired CDP token (or no API key).")
+        g.project = owner.project  # the token stands for its session's project, as a key for its own
+    try:
+        session = find(session_ref)  # the idle rule and activity, as for any call naming the session
+    except ApiError:
+        if "api_key" in g:
+            raise
+        raise unauthorized("Invalid or expired CDP token (or no API key).") from None
     if session.driver != HostDriver.name:
         raise ApiError(404, "cdp_not_relayed", f"Browser session {session.id!r} is not run by a browser host; "
                                                "reach it at its own cdp_ws_url.")
@@ -173,7 +180,7 @@ def cdp_version(session_ref):
     """What the HTTP form of connect_over_cdp reads: the browser's version and its WebSocket URL"""
     session = cdp_session(session_ref)
     version = hosts.call(session.host, "GET", f"/sessions/{session.id}/json/version", timeout=10)
-    return dict(version, webSocketDebuggerUrl=HostDriver().cdp_ws_url(session))
+    return dict(version, webSocketDebuggerUrl=driver_named(HostDriver.name).cdp_ws_url(session))
 
 
 @blp.route("/<session_ref>/cdp/json/list")
@@ -184,9 +191,16 @@ def cdp_version(session_ref):
 def cdp_targets(session_ref):
     """The browser's targets (pages, workers), each with a WebSocket URL through this relay"""
     session = cdp_session(session_ref)
-    base, token = session.cdp_ws_url, hosts.cdp_token(session.id)
-    return [dict(target, webSocketDebuggerUrl=f"{base}/devtools/page/{target['id']}?token={token}")
+    driver = driver_named(HostDriver.name)
+    return [dict(target, webSocketDebuggerUrl=driver.cdp_ws_url(session, f"/devtools/page/{target['id']}"))
             for target in hosts.call(session.host, "GET", f"/sessions/{session.id}/json/list", timeout=10)]
+
+
+@blp.errorhandler(hosts.HostError)
+def host_unreachable(error):
+    """A host that does not answer (or no longer runs the browser) behind a CDP route."""
+    return error_response(502, "browser_host_unreachable", f"The browser's host did not answer: {error}",
+                          headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
 
 
 @blp.route("/<session_ref>/webdriver")

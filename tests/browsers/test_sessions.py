@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from app.browsers import hosts
 from app.core import clock
 from app.core.db import db
 from app.orgs.models import Organization
@@ -433,3 +434,20 @@ def test_the_host_driver_refuses_what_it_cannot_apply(make_app, make_org, body, 
     assert response.status_code == 400, response.get_json()
     assert [detail["field"] for detail in response.get_json()["details"]] == fields
     assert host_client.get("/browsers").get_json() == []  # nothing was created
+
+
+def test_without_a_live_browser_host_creates_are_503_saying_what_to_start(make_app, make_org):
+    app = make_app(BROWSER_DRIVER="host")
+    response = client_for(app, make_org().plaintext).post("/browsers", json={"headless": True})
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    body = response.get_json()
+    assert body["code"] == "no_browser_host" and "flask --app app browsers host" in body["message"]
+
+
+def test_cdp_urls_follow_the_public_base_url(make_app):
+    app = make_app(PUBLIC_BASE_URL="https://lantern.example.com/")
+    with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):
+        assert hosts.public_ws_base() == "wss://lantern.example.com"
+    app.config["PUBLIC_BASE_URL"] = None
+    with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):
+        assert hosts.public_ws_base() == "ws://127.0.0.1:8000"

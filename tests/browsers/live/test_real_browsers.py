@@ -119,6 +119,8 @@ def test_the_cdp_endpoint_refuses_what_may_not_reach_the_browser(lantern, sdk):
     assert handshake_status(bare, Authorization=f"Bearer {lantern.api_key}") == 101
     assert handshake_status(bare) == 401
     assert handshake_status(bare + "?token=forged") == 401
+    neighbour = sdk.browsers.create(headless=True)
+    assert handshake_status(neighbour.cdp_ws_url.split("?")[0] + "?" + url.split("?")[1]) == 401  # not its token
     other_org = lantern.new_org("intruders")
     assert handshake_status(bare, Authorization=f"Bearer {other_org}") == 404
     with pytest.raises(kernel.NotFoundError):
@@ -164,7 +166,9 @@ def test_parallel_creates_fill_the_host_then_503(sdk):
 
 def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern, sdk, playwright):
     second = lantern.start_host("second", 2, advertise="localhost")  # as if on another machine
-    created = [sdk.browsers.create(headless=True) for _ in range(CAPACITY + 2)]  # capacities add up
+    created = [sdk.browsers.create(headless=True) for _ in range(2)]
+    assert len(second.health()["sessions"]) == 1  # the least loaded host takes each new session
+    created += [sdk.browsers.create(headless=True) for _ in range(CAPACITY)]  # capacities add up
     ids = [browser.session_id for browser in created]
     with pytest.raises(kernel.APIStatusError) as full:
         sdk.browsers.create(headless=True)
