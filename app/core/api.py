@@ -13,8 +13,10 @@ class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
     DEFAULT_VALIDATION_STATUS = 400
 
     def _raw_load_json(self, req):
+        if not is_json_request(req):
+            return core.missing
         body = req.get_data(cache=True)
-        if not is_json_request(req) or not body:
+        if not body:
             return core.missing
         try:
             return strictjson.loads(body)

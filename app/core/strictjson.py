@@ -1,10 +1,11 @@
 """JSON from clients, refused up front unless every value can be stored and sent back.
 
 Python's parser accepts documents that fail later, as 500s or as data no client can
-read back: NaN and Infinity (and 1e999, which overflows to infinity), integers beyond
-Python's 4,300-digit conversion limit, lone UTF-16 surrogates ("\\ud800", or raw
-surrogate bytes, which `json.loads` lets through), and nesting deep enough to exhaust
-the interpreter's recursion limit here or when the value is encoded again.
+read back: NUL characters (Postgres text cannot hold them), NaN and Infinity (and 1e999,
+which overflows to infinity), integers beyond Python's 4,300-digit conversion limit, lone
+UTF-16 surrogates ("\\ud800", or raw surrogate bytes, which `json.loads` lets through),
+and nesting deep enough to exhaust the interpreter's recursion limit here or when the
+value is encoded again.
 """
 import json
 import math
@@ -28,6 +29,8 @@ def loads(data):
             data = data.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidJson("is not valid UTF-8") from None
+    if "\\u0000" in data:  # Postgres text cannot hold NUL: refused on every database alike
+        raise InvalidJson("has a NUL character (\\u0000), which cannot be stored")
     try:
         value = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:

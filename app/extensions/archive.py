@@ -1,10 +1,11 @@
 """Checks that make an uploaded file a safe, loadable extension archive, and CRX -> ZIP."""
-import json
 import posixpath
 import stat
 import struct
 import zipfile
 import zlib
+
+from app.core import strictjson
 
 READ_CHUNK = 16 * 1024  # compressed bytes read at a time
 INFLATE_CHUNK = 64 * 1024  # the most one inflate step may produce, so no entry is ever held whole
@@ -45,9 +46,9 @@ def validate_zip(fileobj, *, max_uncompressed, max_entries):
             manifest_json = unpacked
     fileobj.seek(0)
     try:
-        json.loads(manifest_json)
-    except ValueError:
-        raise InvalidArchive(f"{manifest.filename} is not valid JSON.") from None
+        strictjson.loads(manifest_json)
+    except strictjson.InvalidJson as error:
+        raise InvalidArchive(f"{manifest.filename} {error}.") from None
 
 
 def read_entries(fileobj, max_entries):

@@ -132,3 +132,8 @@ def zip64_local_sizes():
 def test_archives_with_data_descriptors_or_zip64_records_are_accepted(client, build):
     response = upload(client, build())
     assert response.status_code == 201, response.get_json()
+
+
+def test_a_manifest_nested_too_deeply_is_400_not_500(app, client):
+    assert_refused(app, client, handmade_zip([stored("manifest.json", b"[" * 100_000 + b"]" * 100_000)]),
+                   "manifest.json nests more than")

@@ -57,13 +57,18 @@ class Sink:
 
     def __init__(self, max_batch=500):
         self.events = []
+        self.errors = []  # the capture swallows a sink's exceptions (it counts the batch dropped)
         self.max_batch = max_batch
         self._changed = threading.Condition()
 
     def __call__(self, batch):
-        assert 0 < len(batch) <= self.max_batch
-        for event in batch:
-            assert validate_event(event, now_us=1) == event, event
+        try:
+            assert 0 < len(batch) <= self.max_batch
+            for event in batch:
+                assert validate_event(event, now_us=1) == event, event
+        except AssertionError as error:
+            self.errors.append(error)
+            raise
         with self._changed:
             self.events.extend(batch)
             self._changed.notify_all()
@@ -71,8 +76,9 @@ class Sink:
     def wait_for(self, match):
         """The first event matching, once there (AssertionError after WAIT seconds)."""
         with self._changed:
-            self._changed.wait_for(lambda: self.find(match) is not None, WAIT)
+            self._changed.wait_for(lambda: self.find(match) is not None or self.errors, WAIT)
             found = self.find(match)
+        assert not self.errors, self.errors
         assert found is not None, [(event["type"], event.get("data", {}).get("url")) for event in self.events]
         return found
 
