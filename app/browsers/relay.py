@@ -21,16 +21,13 @@ from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
-from app.core.splice import splice
+from app.core.splice import splice, upgrade_request
 
 HANDSHAKE_LIMIT = 64 * 1024
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # A host advertised at a loopback IP runs on this machine; "localhost" is taken at its word
 # as any other name (and so goes through the host's own relay).
 LOOPBACK = {"127.0.0.1", "::1"}
-# Client handshake headers the browser's WebSocket server needs; Origin, cookies and the
-# caller's credentials are not passed on (Chromium refuses unknown origins with 403).
-PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
 
 
 def relay(session, target_path=""):
@@ -90,9 +87,7 @@ def _handshake(address, path, headers, session):
         upstream = socket.create_connection(address, timeout=10)
     except OSError:
         raise _unreachable(session) from None
-    lines = [f"GET {path} HTTP/1.1", *headers, "Upgrade: websocket", "Connection: Upgrade"]
-    lines += [f"{name}: {request.headers[name]}" for name in PASSED_HEADERS if name in request.headers]
-    upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    upstream.sendall(upgrade_request(path, headers, request.headers))
     return upstream  # with its 10 s timeout until the handshake is answered
 
 

@@ -8,6 +8,16 @@ import socket
 import threading
 
 CHUNK = 256 * 1024
+# A client's WebSocket handshake headers the server on the other side needs; Origin, cookies and
+# the caller's credentials are not passed on (Chromium refuses unknown origins with 403).
+PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
+
+
+def upgrade_request(path, headers, incoming):
+    """The WebSocket upgrade request for `path`, with `headers` and the handshake headers of `incoming`."""
+    lines = [f"GET {path} HTTP/1.1", *headers, "Upgrade: websocket", "Connection: Upgrade"]
+    lines += [f"{name}: {incoming[name]}" for name in PASSED_HEADERS if incoming.get(name)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def splice(client, upstream):

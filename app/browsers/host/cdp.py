@@ -180,6 +180,8 @@ class CdpClient:
         for waiter in waiters.values():
             waiter.done.set()  # message None: the call raises with the close reason
         sock = self._ws.sock
+        if sock is not None:
+            sock.settimeout(1)  # a close frame Chromium does not read must not hold close() forever
         try:
             if self._ws.connected:
                 self._ws.send_close()

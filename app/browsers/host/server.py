@@ -61,10 +61,9 @@ from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
-from app.core.splice import splice
+from app.core.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
-PASSED_HEADERS = ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
 
 
 @dataclass
@@ -474,10 +473,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         except OSError:
             self.answer(502, {"code": "browser_unreachable", "message": "The browser does not answer."})
             return
-        lines = [f"GET {target} HTTP/1.1", f"Host: 127.0.0.1:{hosted.browser.port}", "Upgrade: websocket",
-                 "Connection: Upgrade"]
-        lines += [f"{name}: {self.headers[name]}" for name in PASSED_HEADERS if self.headers.get(name)]
-        upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        upstream.sendall(upgrade_request(target, [f"Host: 127.0.0.1:{hosted.browser.port}"], self.headers))
         upstream.settimeout(None)
         connection_id = new_id()
         self.host.client_joined(hosted, connection_id)
