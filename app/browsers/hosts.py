@@ -18,7 +18,7 @@ from flask import current_app
 from peewee import fn
 
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import crypto, periodic, urls
+from app.core import clock, crypto, periodic, urls
 from app.core.db import db, exclusive
 from app.core.errors import ApiError, bad_request
 
@@ -128,13 +128,26 @@ def call(host, method, path, body=None, *, timeout):
 @periodic.every("BROWSER_HOST_TIMEOUT_SECONDS")
 def end_sessions_of_lost_hosts():
     """A host that stopped heart-beating took its browsers with it: their sessions end."""
-    from app.browsers import sessions  # sessions uses the drivers, which use this module
+    from app.browsers import sessions, telemetry  # they use the drivers, which use this module
 
     timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
     with db.connection_context():
         live = BrowserHost.live(timeout).select(BrowserHost.id)
         orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
                                                       & BrowserSession.host.not_in(live)))
+        names = dict(BrowserHost.select(BrowserHost.id, BrowserHost.name)
+                     .where(BrowserHost.id.in_({session.host_id for session in orphaned})).tuples())
         for session in orphaned:
+            try:
+                telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], from_host=True)
+            except ApiError:
+                pass  # it ended meanwhile
             session.host_id = None  # nothing to ask a host that is gone; its restart cleans up
             sessions.end(session, ENDED_BY_HOST_LOST)
+
+
+def _host_lost_event(host_name):
+    """The system event of a session whose host was lost: the SDK's service_crashed, naming the host."""
+    return {"type": "service_crashed", "category": "system", "ts": clock.micros(clock.now()),
+            "source": {"kind": "kernel_api", "event": "host_lost", "metadata": {"browser_host": host_name}},
+            "data": {"phase": "running", "service_name": "browser_host"}}

@@ -20,12 +20,14 @@ from app.profiles.models import Profile
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
 
-# Why a session ended (its record keeps it; the API shows deleted_at).
+# Why a session ended: the record's end_reason (a Lantern field beside deleted_at).
 ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
 # ...its browser host stopped heart-beating, restarted without it, or stopped; its browser failed to
 # start, or exited by itself.
 ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP = "host_lost", "host_restarted", "host_stopped"
 ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT = "launch_failed", "browser_exited"
+END_REASONS = (ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP,
+               ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT)
 
 
 class BrowserHost(BaseModel):

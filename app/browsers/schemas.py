@@ -7,6 +7,7 @@ import marshmallow as ma
 from flask import current_app
 from marshmallow import validate
 
+from app.browsers.models import END_REASONS
 from app.browsers.telemetry_types import CATEGORIES, CDP_METHODS, validate_event
 from app.core import clock
 from app.core.fields import JsonBoolean, JsonInteger, PathName
@@ -298,6 +299,9 @@ class BrowserSchema(ma.Schema):
     telemetry = ma.fields.Dict()
     usage = ma.fields.Dict(metadata={"description": "{uptime_ms}"})
     usage_status = ma.fields.String(metadata={"enum": ["pending", "ready"]})
+    end_reason = ma.fields.String(metadata={
+        "enum": END_REASONS,
+        "description": "Lantern's, beside deleted_at on ended sessions: why the session ended (docs/browsers.md)"})
     vaults = ma.fields.List(ma.fields.Dict())
     video_memory = ma.fields.String()
     viewport = ma.fields.Dict()

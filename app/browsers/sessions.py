@@ -388,6 +388,8 @@ def record(session):
     if session.deleted_at is not None:
         out["deleted_at"] = clock.isoformat(session.deleted_at)
         out["usage_status"] = "ready"
+        if session.end_reason:
+            out["end_reason"] = session.end_reason
     return out
 
 

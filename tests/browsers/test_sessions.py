@@ -32,7 +32,7 @@ def test_create_with_an_empty_body_gives_the_defaults(client):
     assert record["viewport"] == {"width": 1920, "height": 1080, "refresh_rate": 25}
     assert record["location"] == {"locale": "en-US", "locale_source": "default", "timezone": "UTC",
                                   "timezone_source": "default"}
-    assert "deleted_at" not in record and "base_url" not in record
+    assert "deleted_at" not in record and "end_reason" not in record and "base_url" not in record
     assert record["cdp_ws_url"] == f"ws://127.0.0.1:9222/devtools/browser/{record['session_id']}"
     assert "jwt=" not in record["cdp_ws_url"]
 
@@ -68,6 +68,7 @@ def test_delete_ends_the_session_and_keeps_its_record(client):
     assert client.get(f"/browsers/{session}").status_code == 404
     ended = client.get(f"/browsers/{session}", query_string={"include_deleted": "true"}).get_json()
     assert ended["deleted_at"] and ended["usage_status"] == "ready" and ended["usage"]["uptime_ms"] >= 0
+    assert ended["end_reason"] == "deleted"
     assert client.delete(f"/browsers/{session}").status_code == 404
     # The name is free again once the session ended.
     assert client.post("/browsers", json={"name": "gone"}).status_code == 201
@@ -287,7 +288,7 @@ def test_a_session_without_activity_ends_after_its_timeout(client):
     ended = client.get(f"/browsers/{session}", query_string={"include_deleted": "true"}).get_json()
     assert ended["deleted_at"] is not None
     lifetime = clock.parse_rfc3339(ended["deleted_at"]) - clock.parse_rfc3339(ended["created_at"])
-    assert lifetime == timedelta(seconds=30)
+    assert lifetime == timedelta(seconds=30) and ended["end_reason"] == "timeout"
     assert client.get(f"/browsers/{session}").status_code == 404
 
 

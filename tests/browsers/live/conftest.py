@@ -47,9 +47,9 @@ class Lantern:
     workdir: Path
     hosts: list
 
-    def client(self, api_key=None):
+    def client(self, api_key=None, **options):
         return kernel.Kernel(api_key=api_key or self.api_key, base_url=self.base_url, max_retries=0,
-                             _strict_response_validation=True, timeout=60)
+                             _strict_response_validation=True, timeout=60, **options)
 
     def new_org(self, name):
         return run_cli(self.env, "orgs", "create", "--name", name, "--owner-email", f"{name}@x.test").split()[-1]

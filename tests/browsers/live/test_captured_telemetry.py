@@ -1,16 +1,22 @@
 """Telemetry and logs captured by the host from the real browser, read through Lantern (#13)."""
+import os
+import signal
 import threading
 import time
 
+import httpx
+import kernel
 from playwright.sync_api import sync_playwright
 
+from app.browsers.host.cdp import CdpClient
 from tests.browsers.host.test_capture import App
+from tests.browsers.live.test_real_browsers import first_page
 
 ON = {"enabled": True, "browser": {name: {"enabled": True} for name in ("console", "network", "page", "interaction")}}
 
 
-def archived(sdk, session_id):
-    return list(sdk.browsers.telemetry.events(session_id, since="1h", limit=100))
+def archived(sdk, session_id, **filters):
+    return list(sdk.browsers.telemetry.events(session_id, since="1h", limit=100, **filters))
 
 
 def wait_for_types(sdk, session_id, want, timeout=15):
@@ -21,6 +27,17 @@ def wait_for_types(sdk, session_id, want, timeout=15):
         if want <= {e.event.type for e in envelopes} or time.monotonic() > deadline:
             return envelopes
         time.sleep(0.2)
+
+
+def wait_for_console(sdk, session_id, text, timeout=15):
+    """The archived console_log whose text is `text`, or None after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [e for e in archived(sdk, session_id) if e.event.type == "console_log" and e.event.data.text == text]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    return None
 
 
 def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, sdk):
@@ -58,6 +75,13 @@ def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, s
                 time.sleep(0.2)
                 later = archived(sdk, created.session_id)
             assert not [e for e in later if e.seq > newest and e.event.category == "console"]
+
+            # And on again: captured again within a second.
+            sdk.browsers.update(created.session_id, telemetry={"browser": {"console": {"enabled": True}}})
+            time.sleep(1.5)
+            page.evaluate("console.log('captured again')")
+            again = wait_for_console(sdk, created.session_id, "captured again")
+            assert again is not None and again.seq > newest
         sdk.browsers.delete_by_id(created.session_id)  # ends the stream
         reader.join(timeout=15)
         assert {"console_log", "network_response"} <= set(seen)  # the live stream saw them too
@@ -66,3 +90,64 @@ def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, s
         assert lines, "Chromium's own output is served as the chromium log"
     finally:
         site.stop()
+
+
+def test_a_crashed_page_and_a_killed_browser_are_reported_and_the_record_says_how_it_ended(lantern, sdk, site):
+    created = sdk.browsers.create(headless=True, telemetry={"enabled": True, "browser": {"page": {"enabled": True}}})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        context = browser.contexts[0]
+        page = context.new_page()
+        page.goto(f"{site.url}/")
+        # Page.crash is never answered (the renderer is gone), and Playwright would wait for that
+        # answer forever; so send it from a CDP client of our own that does not wait.
+        target = context.new_cdp_session(page).send("Target.getTargetInfo")["targetInfo"]["targetId"]
+        with CdpClient(created.cdp_ws_url) as cdp:
+            attached = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})
+            cdp.send("Page.crash", session_id=attached["sessionId"])
+        crashed = wait_for_types(sdk, created.session_id, {"page_crashed"})
+        assert [e.event.data.url for e in crashed if e.event.type == "page_crashed"] == [f"{site.url}/"]
+
+        processes = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")["processInfo"]
+        chromium = next(process["id"] for process in processes if process["type"] == "browser")
+        os.kill(chromium, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while sdk.browsers.retrieve(created.session_id, include_deleted=True).deleted_at is None:
+        assert time.monotonic() < deadline, "the session outlived its browser"
+        time.sleep(0.2)
+    assert sdk.browsers.retrieve(created.session_id, include_deleted=True).end_reason == "browser_exited"
+    system = [e.event for e in archived(sdk, created.session_id, category=["system"])]
+    assert [(e.type, e.data.service_name, e.data.pid, e.source.metadata) for e in system] == [
+        ("service_crashed", "chromium", chromium, {"signal": "SIGKILL"})]
+
+
+def test_200_readers_of_a_real_session_receive_every_event_in_order(lantern, sdk):
+    readers, count = 200, 50
+    created = sdk.browsers.create(headless=True, telemetry=ON)
+    # The SDK's default pool holds 100 connections; each open stream keeps one.
+    wide = lantern.client(http_client=kernel.DefaultHttpxClient(limits=httpx.Limits(max_connections=readers)))
+    streams = [wide.browsers.telemetry.stream(created.session_id, type=["console_log"]) for _ in range(readers)]
+    received = [[] for _ in range(readers)]
+
+    def read(stream, into):
+        for envelope in stream:
+            into.append((envelope.seq, envelope.event.data.text))
+            if len(into) == count:
+                return
+
+    threads = [threading.Thread(target=read, args=pair, daemon=True) for pair in zip(streams, received)]
+    for thread in threads:
+        thread.start()
+    with sync_playwright() as playwright:
+        page = first_page(playwright.chromium.connect_over_cdp(created.cdp_ws_url))
+        page.evaluate(f"for (let i = 0; i < {count}; i++) console.log(`line ${{i}}`)")
+        for thread in threads:
+            thread.join(timeout=30)
+    for stream in streams:
+        stream.close()
+    wide.close()
+    expected = [f"line {i}" for i in range(count)]
+    for got in received:
+        assert [text for _, text in got] == expected
+        assert [seq for seq, _ in got] == sorted({seq for seq, _ in got})
+    assert len({tuple(got) for got in received}) == 1  # the same seqs for everyone

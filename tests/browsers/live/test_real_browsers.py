@@ -166,7 +166,8 @@ def test_parallel_creates_fill_the_host_then_503(sdk):
 
 def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern, sdk, playwright):
     second = lantern.start_host("second", 2, advertise="localhost")  # as if on another machine
-    created = [sdk.browsers.create(headless=True) for _ in range(2)]
+    telemetry = {"enabled": True}  # system events are on by default
+    created = [sdk.browsers.create(headless=True, telemetry=telemetry) for _ in range(2)]
     assert len(second.health()["sessions"]) == 1  # the least loaded host takes each new session
     created += [sdk.browsers.create(headless=True) for _ in range(CAPACITY)]  # capacities add up
     ids = [browser.session_id for browser in created]
@@ -188,6 +189,12 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
             break
         time.sleep(0.2)
     assert on_second <= ended and not (set(ids) - on_second) & ended
+    for session_id in on_second:
+        assert sdk.browsers.retrieve(session_id, include_deleted=True).end_reason == "host_lost"
+    watched = next(browser.session_id for browser in created[:2] if browser.session_id in on_second)
+    lost = [e.event for e in sdk.browsers.telemetry.events(watched, since="1h", category=["system"])]
+    assert [(e.type, e.data.service_name, e.source.metadata) for e in lost] == [
+        ("service_crashed", "browser_host", {"browser_host": "second"})]
 
     restarted = lantern.start_host("second", 2, port=second.port)  # same name: it cleans up after itself
     assert restarted.health()["sessions"] == []
