@@ -135,7 +135,7 @@ def test_200_readers_of_a_real_session_receive_every_event_in_order(lantern, sdk
             if len(into) == count:
                 return
 
-    threads = [threading.Thread(target=read, args=pair, daemon=True) for pair in zip(streams, received)]
+    threads = [threading.Thread(target=read, args=pair, daemon=True) for pair in zip(streams, received, strict=True)]
     for thread in threads:
         thread.start()
     with sync_playwright() as playwright:
