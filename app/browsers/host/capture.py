@@ -63,7 +63,8 @@ event system_oom_kill, and the computed events network_idle, page_layout_settled
 page_navigation_settled, page_layout_shift and page_lcp. There is no timing field in the SDK's
 network_response: a request's timing is the ts of its network_request and network_response. Dropped
 events are only counted: no SDK type carries such a count (monitor_* and system types describe other
-things), so `dropped` is the figure to report, and the flusher logs each new drop.
+things), so `dropped` is the figure to report: the flusher hands each new total to `on_drops(total)`
+(at most once per DROP_REPORT_SECONDS; by default a log line).
 
 `LogTail(path, sink).start()` follows Chromium's log file and hands its new lines to `sink` until
 `stop()`.
@@ -260,7 +261,7 @@ class Capture:
     """Telemetry of one browser: `start()`, then events flow to `sink` until `stop()`."""
 
     def __init__(self, ws_url, *, categories, sink, flush_seconds=0.1, max_batch=500, max_pending=10000,
-                 clock=time.time):
+                 clock=time.time, on_drops=None):
         self.ws_url = ws_url
         self.flush_seconds = flush_seconds
         self.max_batch = max_batch
@@ -269,6 +270,7 @@ class Capture:
         self.captured = 0
         self._categories = categories
         self._sink = sink
+        self._on_drops = on_drops or self._log_drops
         self._clock = clock
         self._enabled = frozenset()
         self._categories_failing = False
@@ -360,7 +362,7 @@ class Capture:
         if "system" not in self._enabled:
             return
         metadata = {"exit_code": str(returncode)} if returncode is None or returncode >= 0 else {
-            "signal": _signal_name(-returncode)}
+            "signal": signal_name(-returncode)}
         data = {"phase": phase, "service_name": "chromium"}
         if pid is not None:
             data["pid"] = pid
@@ -428,8 +430,14 @@ class Capture:
                     self.captured += len(batch)
         now = time.monotonic()
         if self.dropped != self._reported_drops and now - self._reported_at >= DROP_REPORT_SECONDS:
-            log.warning("telemetry capture of %s: %s events dropped so far", self.ws_url, self.dropped)
+            try:
+                self._on_drops(self.dropped)
+            except Exception:
+                log.exception("reporting %s dropped telemetry events failed", self.dropped)
             self._reported_drops, self._reported_at = self.dropped, now
+
+    def _log_drops(self, total):
+        log.warning("telemetry capture of %s: %s events dropped so far", self.ws_url, total)
 
     def _refresh_categories(self):
         try:
@@ -873,7 +881,7 @@ def _has_text_body(response):
     return mime.startswith("text/") or mime in TEXT_MIME_TYPES or mime.endswith(("+json", "+xml"))
 
 
-def _signal_name(number):
+def signal_name(number):
     try:
         return signal.Signals(number).name
     except ValueError:

@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from app.browsers import hosts, logs, sessions, telemetry
 from app.browsers.host import launch, storage
-from app.browsers.host.capture import Capture, LogTail
+from app.browsers.host.capture import Capture, LogTail, signal_name
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.models import (
     ENDED_BY_BROWSER_EXIT,
@@ -64,6 +64,9 @@ from app.core.ids import new_id
 from app.core.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
+# The supervisor_process names of a session's logs: Chromium's own output, and this host's lines about it.
+CHROMIUM_LOG = "chromium"
+HOST_LOG = "browser-host"
 
 
 @dataclass
@@ -265,9 +268,14 @@ class BrowserHostServer:
             with CdpClient(hosted.browser.ws_url) as cdp:
                 storage.load_state(cdp, state)
         hosted.capture = Capture(hosted.browser.ws_url, categories=lambda: self.categories(hosted),
-                                 sink=lambda events: self.ingest(hosted, telemetry.ingest, events)).start()
+                                 sink=lambda events: self.ingest(hosted, telemetry.ingest, events),
+                                 on_drops=lambda total: self.note(
+                                     hosted, f"telemetry capture could not keep up: {total} events dropped so far",
+                                     level=logging.WARNING)).start()
         hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.ingest(
-            hosted, logs.ingest, "supervisor", "chromium", [{"message": line} for line in lines])).start()
+            hosted, logs.ingest, "supervisor", CHROMIUM_LOG, [{"message": line} for line in lines])).start()
+        self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
+                          f"{'headless' if options.headless else 'headful'}")
 
     def categories(self, hosted):
         """The session's enabled telemetry categories, read again at most once a second (a PATCH applies within it)."""
@@ -286,6 +294,11 @@ class BrowserHostServer:
                 ingest(BrowserSession(id=hosted.session_id), *args, from_host=True)
         except ApiError:
             pass  # the session has ended: what it captured after that is not kept
+
+    def note(self, hosted, message, level=logging.INFO):
+        """One line of this host's own log about the session (`supervisor_process=browser-host`)."""
+        logger.log(level, "session %s: %s", hosted.session_id, message)
+        self.ingest(hosted, logs.ingest, "supervisor", HOST_LOG, [{"message": message}])
 
     @staticmethod
     def _unpack(folder, archive_b64):
@@ -346,8 +359,9 @@ class BrowserHostServer:
         """A browser that exits by itself (crash, killed) ends its session."""
         hosted.browser.process.wait()
         if not hosted.stopping:
-            logger.warning("the browser of session %s exited with %s", hosted.session_id,
-                           hosted.browser.process.returncode)
+            code = hosted.browser.process.returncode
+            how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+            self.note(hosted, f"Chromium (pid {hosted.browser.pid}) {how}; the session ends", level=logging.WARNING)
             hosted.capture.browser_exited(hosted.browser.process.returncode, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
 
@@ -356,6 +370,7 @@ class BrowserHostServer:
             hosted.connections[connection_id] = (worker_pid, time.monotonic())
         if hosted.capture:
             hosted.capture.client_connected(connection_id)
+        self.note(hosted, f"CDP client {connection_id} connected")
         self._touch_now(hosted)
 
     def client_left(self, hosted, connection_id):
@@ -363,8 +378,10 @@ class BrowserHostServer:
             known = hosted.connections.pop(connection_id, None)
         if known is None:
             return
+        duration = time.monotonic() - known[1]
         if hosted.capture:
-            hosted.capture.client_disconnected(connection_id, (time.monotonic() - known[1]) * 1000)
+            hosted.capture.client_disconnected(connection_id, duration * 1000)
+        self.note(hosted, f"CDP client {connection_id} left after {duration:.1f} s")
         self._touch_now(hosted)  # the idle timeout counts from the last client's leaving
 
     def _touch_now(self, hosted):

@@ -265,7 +265,8 @@ def test_events_past_the_bound_are_dropped_and_counted(site, cdp, capture_of):
         release.wait(WAIT)
         sink(batch)
 
-    capture = capture_of(Switch("console"), slow_sink, max_pending=5)
+    reported = []
+    capture = capture_of(Switch("console"), slow_sink, max_pending=5, on_drops=reported.append)
     _, session = new_page(cdp, capture)
     evaluate(cdp, session, "console.log('first')")
     assert busy.wait(WAIT)  # the flusher holds 'first' in the sink
@@ -277,6 +278,7 @@ def test_events_past_the_bound_are_dropped_and_counted(site, cdp, capture_of):
 
     assert [event["data"]["text"] for event in sink.events] == ["first", "n0", "n1", "n2", "n3", "n4"]
     assert capture.dropped == 45 and capture.captured == 6
+    assert reported == [45]  # the flusher's pass after the sink let go reported the total, once
 
 
 def test_a_killed_browser_and_relay_clients_yield_system_and_connection_events(tmp_path):

@@ -119,6 +119,11 @@ def test_a_crashed_page_and_a_killed_browser_are_reported_and_the_record_says_ho
     system = [e.event for e in archived(sdk, created.session_id, category=["system"])]
     assert [(e.type, e.data.service_name, e.data.pid, e.source.metadata) for e in system] == [
         ("service_crashed", "chromium", chromium, {"signal": "SIGKILL"})]
+    host_lines = [line.message for line in sdk.browsers.logs.stream(
+        created.session_id, source="supervisor", supervisor_process="browser-host", follow=False)]
+    assert host_lines[0].startswith("Chromium started on browser host first: pid ")
+    assert f"Chromium (pid {chromium}) was killed by SIGKILL; the session ends" in host_lines
+    assert any(line.startswith("CDP client ") and line.endswith(" connected") for line in host_lines)
 
 
 def test_200_readers_of_a_real_session_receive_every_event_in_order(lantern, sdk):
