@@ -204,6 +204,8 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
 
 
 def test_the_readme_browser_example_runs(lantern, site):
-    (language, code), _ = examples("A browser")  # the Python one (the Puppeteer one needs npm packages)
-    output = run(language, code, lantern.new_org("readme"), lantern.base_url, **{"https://example.com": site.url})
-    assert output.strip() == "site"
+    # The Python ones, the telemetry one run after the first (the Puppeteer one needs npm packages).
+    (language, code), _, (_, telemetry) = examples("A browser")
+    output = run(language, code + telemetry, lantern.new_org("readme"), lantern.base_url,
+                 **{"https://example.com": site.url})
+    assert output.splitlines()[:2] == ["site", "2 hello"]
