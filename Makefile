@@ -17,9 +17,10 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 .PHONY: install install-test browser-packages run test test-postgres bench lint clean
 
 install: $(VENV)/.installed
-# Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests:
+# Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests, and
+# nginx, which the tests put in front of two app servers (never started as a service):
 # installed when missing, if apt-get and root, said first; otherwise what to install is printed.
-BROWSER_PACKAGES := chromium xvfb
+BROWSER_PACKAGES := chromium xvfb nginx
 install-test: $(VENV)/.installed-test
 	@$(MAKE) --no-print-directory browser-packages
 

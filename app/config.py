@@ -52,11 +52,17 @@ class DefaultConfig:
     CHROME_STORE_TIMEOUT_SECONDS = 30
 
     # Event streams: keepalive when idle; how often a follower re-reads the database
-    # when no wake-up came (events written by another worker process); how many
-    # items each in-memory channel keeps.
+    # when no wake-up came (the fallback: wake-ups from other processes come at once);
+    # how many items each in-memory channel keeps.
     SSE_HEARTBEAT_SECONDS = 15
     STREAM_POLL_SECONDS = 1.0
     STREAM_CHANNEL_CAPACITY = 1024
+    # Wake-ups across processes (app/streams/wakeups.py): "auto" uses Redis when REDIS_URL is
+    # set, else LISTEN/NOTIFY on Postgres, else a poll of the stream_wakeup table on SQLite every
+    # STREAM_WAKEUP_POLL_SECONDS per process; "off" leaves followers to STREAM_POLL_SECONDS.
+    STREAM_WAKEUPS = "auto"
+    STREAM_WAKEUP_POLL_SECONDS = 0.02
+    REDIS_URL = None
     # Stream admission (app/core/streamslots.py): each worker admits at most STREAMS_PER_WORKER
     # streams (None: its gunicorn worker_connections less STREAMS_RESERVED_CONNECTIONS, kept for
     # ordinary requests; STREAMS_DEFAULT_WORKER_CONNECTIONS outside gunicorn), and one organization

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from flask import current_app
 
+from app import streams
 from app.auth_connections import credentials as login_credentials
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import (
@@ -42,13 +43,13 @@ from app.auth_connections.models import (
     AuthEvent,
     LoginFlow,
 )
-from app.core import clock, crypto, shutdown
+from app.core import clock, crypto
 from app.core.db import db, exclusive
 from app.core.errors import NO_RETRY, ApiError, bad_request
 from app.core.ids import new_id
 from app.orgs.models import hash_key
 from app.profiles.models import save_profile_state
-from app.streams import channels
+from app.streams.follow import wait_for
 
 logger = logging.getLogger(__name__)
 # Legacy discovered_fields types by canonical field type (the SDK's DiscoveredField enum).
@@ -56,6 +57,7 @@ LEGACY_FIELD_TYPES = {"password": "password", "code": "code", "totp_code": "totp
 LEGACY_MFA_TYPES = {"sms", "call", "email", "totp", "push", "password", "switch"}
 # Handoff codes that stay valid per flow: every login call hands out one, a person may hold any.
 MAX_HANDOFF_CODES = 20
+ENDED = object()  # what waiting for an answer found instead: the flow ended
 
 
 # -- state ------------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ def record(flow, **changes):
 
 
 def announce(connection_id):
-    channels().append(f"auth:{connection_id}", "state")
+    streams.announce(AuthConnection.subject_of(connection_id))
 
 
 # -- what requests do -------------------------------------------------------------------------
@@ -396,27 +398,27 @@ class Runner:
 
     def wait_for_answer(self):
         """The person's answer once submitted; None when the flow ended meanwhile (expired, canceled)."""
-        subject = f"auth:{self.connection_id}"
-        poll = self.app.config["STREAM_POLL_SECONDS"]
-        while True:
-            seen = channels().latest_seq(subject)
+
+        def answered():
             with db.connection_context():
                 flow = self.flow()
                 if flow.is_terminal:
-                    return None
+                    return ENDED
                 if flow.is_overdue:
                     expire(flow)
-                    return None
+                    return ENDED
                 answer = flow.pending_submission()
                 if answer is not None:
                     LoginFlow.update(submission=None).where(LoginFlow.id == flow.id).execute()
-                    return answer
-            channels().wait(subject, seen, timeout=poll)
-            if shutdown.stopping.is_set():
-                # This runner will not come back with the worker: end the flow so a new one can start.
-                self.finish(FAILED, error_code="server_restarting",
-                            error_message="The server restarted during the login flow; start it again.")
-                return None
+                return answer
+
+        answer = wait_for(AuthConnection.subject_of(self.connection_id), answered, limit_seconds=None,
+                          poll_seconds=self.app.config["STREAM_POLL_SECONDS"])
+        if answer is None:  # the server is stopping
+            # This runner will not come back with the worker: end the flow so a new one can start.
+            self.finish(FAILED, error_code="server_restarting",
+                        error_message="The server restarted during the login flow; start it again.")
+        return None if answer is ENDED else answer
 
     def update(self, **changes):
         """Record a state change unless the flow ended meanwhile; True if recorded."""

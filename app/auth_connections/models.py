@@ -59,7 +59,11 @@ class AuthConnection(BaseModel):
     @property
     def subject(self):
         """The channel flow changes of this connection are announced on."""
-        return f"auth:{self.id}"
+        return self.subject_of(self.id)
+
+    @staticmethod
+    def subject_of(connection_id):
+        return f"auth:{connection_id}"
 
     @property
     def allowed_domain_list(self):

@@ -1,17 +1,17 @@
 """Log lines of a session's logs (files by path, supervised processes by name).
 
-The driver delivers them (the external driver's browser posts them); they are
-stored so a stream can replay them, and announced on the session's logs channel.
+The driver delivers them (the host, or the external driver's browser posts them); they
+are stored so a stream can replay them, and announced on the session's logs subject.
 """
+from app import streams
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import exclusive
-from app.streams import channels
 
 
 def ingest(session, source, log_name, lines, *, from_host=False):
-    """Store log lines; `from_host` as for telemetry.ingest (not activity, no wake-up in this process)."""
+    """Store log lines; `from_host` as for telemetry.ingest (not activity; followers are in other processes)."""
     now = clock.now()
     rows = [{"session": session.id, "source": source, "log_name": log_name,
              "timestamp": line.get("timestamp") or now, "message": line["message"], "received_at": now}
@@ -27,7 +27,7 @@ def ingest(session, source, log_name, lines, *, from_host=False):
         raise sessions.ended_error(current)
     if not from_host:
         sessions.touch(current)
-        channels().append(session.logs_subject, len(rows))
+    streams.announce(session.logs_subject, here=not from_host)
     return len(rows)
 
 

@@ -11,6 +11,7 @@ import json
 from flask import current_app
 from peewee import JOIN
 
+from app import streams
 from app.browsers.drivers import driver_named
 from app.browsers.models import (
     ENDED_BY_LAUNCH_FAILURE,
@@ -30,7 +31,7 @@ from app.orgs.models import Organization
 from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
 from app.profiles.models import Profile
 from app.projects.models import Project
-from app.streams import channels, telemetry_buffers
+from app.streams import telemetry_buffers
 
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}
@@ -256,7 +257,8 @@ def after_end(sessions):
     for session in sessions:
         driver_named(session.driver).stop(session)
         telemetry_buffers().discard(session.telemetry_subject)
-        channels().discard(session.logs_subject)
+        streams.announce(session.telemetry_subject, ended=True)
+        streams.announce(session.logs_subject, ended=True)
 
 
 # -- update ----------------------------------------------------------------------------------

@@ -11,11 +11,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from app import streams
 from app.browsers import logs, sessions, telemetry
 from app.browsers.models import BrowserSession
-from app.core import clock, shutdown, sse
+from app.core import clock, sse
 from app.core.db import db
 from app.streams import channels, telemetry_buffers
+from app.streams.follow import DONE, MORE, WAIT, Batch, Reader, follow_loop
 
 LOG_BATCH = 500
 
@@ -97,45 +99,71 @@ def follow_telemetry(session, *, last_event_id=None, replay_all=False, types=Non
         cursor = min(last_event_id, newest)
     else:
         cursor = 0 if replay_all else newest
-    return _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds)
+    return follow_loop(_TelemetryReader(session, cursor, types, poll_seconds),
+                       heartbeat_seconds=heartbeat_seconds, poll_seconds=poll_seconds)
 
 
-def _live_frames(session, cursor, types, heartbeat_seconds, poll_seconds):
-    subject = session.telemetry_subject
-    buffers = telemetry_buffers()
-    skipped = False
-    next_keepalive = time.monotonic() + heartbeat_seconds
-    while True:
-        seen = buffers.latest_seq(subject)
-        for seq, (event_type, frame) in buffers.read_after(subject, cursor):
-            cursor = seq
-            if types and event_type not in types:
-                skipped = True
+class _TelemetryReader(Reader):
+    """Reads this process's buffer of the session (filled by ingest here, or from the archive when
+    another process wrote: app/browsers/telemetry.py), and closes the stream once the session ended."""
+
+    def __init__(self, session, cursor, types, poll_seconds):
+        self.session, self.subject = session, session.telemetry_subject
+        self.cursor, self.types, self.poll_seconds = cursor, types, poll_seconds
+        self.skipped = False  # events filtered out since the last frame: the keepalive carries the cursor
+
+    def read(self):
+        buffers = telemetry_buffers()
+        ended_here = _ended_here(self.subject)
+        frames = []
+        for seq, (event_type, frame) in buffers.read_after(self.subject, self.cursor):
+            self.cursor = seq
+            if self.types and event_type not in self.types:
+                self.skipped = True
                 continue
-            yield frame
-            skipped, next_keepalive = False, time.monotonic() + heartbeat_seconds
-        now = time.monotonic()
-        if now >= next_keepalive:
-            yield f"id: {cursor}\n\n" if skipped else sse.comment()
-            skipped, next_keepalive = False, now + heartbeat_seconds
-        buffers.wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_keepalive - now)))
-        yield sse.IDLE
-        if shutdown.stopping.is_set():
-            return  # clients resume with Last-Event-ID
-        discarded = buffers.latest_seq(subject) < seen
-        state = watch.state(session.id, max_age=0 if discarded else poll_seconds)
-        if not _still_running(session, state):
+            frames.append(frame)
+            self.skipped = False
+        state = watch.state(self.session.id, max_age=0 if ended_here else self.poll_seconds)
+        if not _still_running(self.session, state):
             # Events that arrived before the end, then close; this worker's copies go too.
             with db.connection_context():
-                rest = telemetry.archived(session.id, cursor)
-            forget(session)
-            for seq, event_type, body in rest:
-                if not types or event_type in types:
-                    yield telemetry.envelope_frame(seq, body)
-            return
-        if state.last_seq > buffers.latest_seq(subject):
+                rest = telemetry.archived(self.session.id, self.cursor)
+            forget(self.session)
+            frames += [telemetry.envelope_frame(seq, body) for seq, event_type, body in rest
+                       if not self.types or event_type in self.types]
+            return Batch(frames, DONE)
+        if state.last_seq > buffers.latest_seq(self.subject):
             with db.connection_context():
-                telemetry.catch_up(session.id, subject, state.last_seq)
+                telemetry.catch_up(self.session.id, self.subject, state.last_seq)
+            return Batch(frames, MORE)
+        return Batch(frames, WAIT)
+
+    def keepalive(self):
+        frame = sse.cursor_only(self.cursor) if self.skipped else sse.comment()
+        self.skipped = False
+        return frame
+
+
+def _ended_here(subject):
+    """True when the subject's channel was discarded since the last look (its session ended, or
+    nobody used it for a while: either way, look at the session now); it exists again after."""
+    gone = subject not in channels()
+    channels().ensure(subject)
+    return gone
+
+
+def _on_telemetry_wakeup(subject, seq, ended):
+    """Another process took in telemetry of a session followed here (or ended it): bring the
+    buffer up to date before the followers wake, one archive read for all of them."""
+    if ended:
+        telemetry_buffers().discard(subject)
+        return
+    if telemetry_buffers().latest_seq(subject) < seq:
+        with db.connection_context():
+            telemetry.catch_up(subject.partition(":")[2], subject, seq)
+
+
+streams.on_wakeup("telemetry", _on_telemetry_wakeup)
 
 
 def forget(session):
@@ -162,39 +190,36 @@ def follow_logs(session, *, source, log_name, follow=True, last_event_id=None, r
                 heartbeat_seconds=15.0, poll_seconds=1.0):
     """`log` frames of one log: the newest `replay_lines` stored lines (or those after
     Last-Event-ID), then, with `follow`, new lines until the session ends."""
-    subject = session.logs_subject
     with db.connection_context():
         cursor = (last_event_id if last_event_id is not None
                   else logs.replay_floor(session.id, source, log_name, replay_lines))
-    next_keepalive = time.monotonic() + heartbeat_seconds
-    while True:
-        seen = channels().latest_seq(subject)
+    return follow_loop(_LogReader(session, source, log_name, cursor, follow, poll_seconds),
+                       heartbeat_seconds=heartbeat_seconds, poll_seconds=poll_seconds)
+
+
+class _LogReader(Reader):
+    def __init__(self, session, source, log_name, cursor, follow, poll_seconds):
+        self.session, self.subject = session, session.logs_subject
+        self.source, self.log_name = source, log_name
+        self.cursor, self.follow, self.poll_seconds = cursor, follow, poll_seconds
+
+    def read(self):
+        ended_here = _ended_here(self.subject)
         with db.connection_context():
-            lines = logs.lines_after(session.id, source, log_name, cursor, LOG_BATCH)
-        for line_id, data in lines:
-            yield sse.frame(data, line_id)
-            cursor = line_id
-        if len(lines) == LOG_BATCH:
-            continue
+            lines = logs.lines_after(self.session.id, self.source, self.log_name, self.cursor, LOG_BATCH)
+        frames = [sse.frame(data, line_id) for line_id, data in lines]
         if lines:
-            next_keepalive = time.monotonic() + heartbeat_seconds
-        if not follow:
-            return
-        state = watch.state(session.id, max_age=poll_seconds)
-        if not _still_running(session, state):
+            self.cursor = lines[-1][0]
+        if len(lines) == LOG_BATCH:
+            return Batch(frames, MORE)
+        if not self.follow:
+            return Batch(frames, DONE)
+        state = watch.state(self.session.id, max_age=0 if ended_here else self.poll_seconds)
+        if not _still_running(self.session, state):
             with db.connection_context():
-                rest = logs.lines_after(session.id, source, log_name, cursor, LOG_BATCH)
+                rest = logs.lines_after(self.session.id, self.source, self.log_name, self.cursor, 1)
             if rest:
-                continue  # deliver the lines that came before the end, then close
-            forget(session)
-            return
-        now = time.monotonic()
-        if now >= next_keepalive:
-            yield sse.comment()
-            next_keepalive = now + heartbeat_seconds
-        woke = channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_keepalive - now)))
-        yield sse.IDLE
-        if shutdown.stopping.is_set():
-            return
-        if woke and channels().latest_seq(subject) <= seen:
-            watch.state(session.id, max_age=0)  # woken by the end: look now
+                return Batch(frames, MORE)  # deliver the lines that came before the end, then close
+            forget(self.session)
+            return Batch(frames, DONE)
+        return Batch(frames, WAIT)

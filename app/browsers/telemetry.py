@@ -14,9 +14,10 @@ from datetime import timedelta
 from flask import Response, after_this_request, current_app
 from peewee import fn
 
+from app import streams
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
-from app.core import clock, periodic
+from app.core import clock, periodic, sse
 from app.core.db import db, exclusive
 from app.streams import channels, telemetry_buffers
 
@@ -31,7 +32,7 @@ CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "scree
 
 def envelope_frame(seq, body):
     """The SSE frame of one event; built once, sent to every reader as is."""
-    return f'id: {seq}\ndata: {{"seq":{seq},"event":{body}}}\n\n'
+    return sse.serialized_frame(f'{{"seq":{seq},"event":{body}}}', seq)
 
 
 def _stripe(session_id):
@@ -92,6 +93,8 @@ def ingest(session, events, *, from_host=False):
             raise sessions.ended_error(current)
         if not from_host:
             _publish(session, entries)
+        if entries:
+            streams.announce(session.telemetry_subject, entries[-1][0], here=not from_host)
     return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
 
 

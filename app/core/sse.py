@@ -18,9 +18,17 @@ IDLE = object()
 
 
 def frame(data, event_id=None):
-    lines = [] if event_id is None else [f"id: {event_id}"]
-    lines.append("data: " + json.dumps(data, separators=(",", ":")))
-    return "\n".join(lines) + "\n\n"
+    return serialized_frame(json.dumps(data, separators=(",", ":")), event_id)
+
+
+def serialized_frame(json_text, event_id=None):
+    """The frame of a JSON document already serialised (one line): built once, sent to every reader."""
+    return f"data: {json_text}\n\n" if event_id is None else f"id: {event_id}\ndata: {json_text}\n\n"
+
+
+def cursor_only(event_id):
+    """A frame with only an id: moves the client's Last-Event-ID past events it filtered out."""
+    return f"id: {event_id}\n\n"
 
 
 def heartbeat():

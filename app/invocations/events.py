@@ -1,12 +1,11 @@
 """GET /invocations/{id}/events: stored events, then live ones, until the terminal state."""
-import time
-
-from app.core import shutdown, sse
+from app.core import sse
 from app.core.db import db
 from app.invocations import lifecycle
 from app.invocations.models import TERMINAL, Invocation, InvocationEvent
 from app.projects.models import Project
 from app.streams import channels
+from app.streams.follow import DONE, MORE, WAIT, Batch, Reader, follow_loop, wait_for
 from app.streams.tail import SharedTail, Tails
 
 BATCH = 200
@@ -19,64 +18,69 @@ def follow(invocation, project, *, since=None, after_id=None, heartbeat_seconds=
 
     Without `after_id` (Last-Event-ID) the stored events replay first, log lines
     filtered by `since`; with it, everything after that id. Live events follow,
-    read through the subject's SharedTail. The generator holds no database
-    connection while it waits, returns right after the terminal invocation_state
-    frame, and gives its tail back in `finally` when the client goes away.
+    read through the subject's SharedTail. The stream holds no database connection
+    while it waits, ends right after the terminal invocation_state frame, and gives
+    its tail back when the client goes away.
     """
-    subject = invocation.subject
     cursor = after_id or 0
     with db.connection_context():
         newest = _newest_id(invocation.id)
         finished = Invocation.get_by_id(invocation.id).is_terminal
     if finished and cursor >= newest:
-        return  # resumed after the last event of a finished invocation: nothing will follow
-    since_filter = since if after_id is None else None
-    # Until the replay is done, this follower reads on its own (the since filter
-    # applies up to `newest`); after it, through the tail shared with the others.
-    replaying = since_filter is not None or cursor < newest
-    tail = tails.acquire(subject, lambda: SharedTail(lambda after: _fetch(invocation.id, after),
-                                                     floor=newest, batch=BATCH))
-    next_heartbeat = time.monotonic() + heartbeat_seconds
-    try:
-        while True:
-            # Read the channel position before the database, so an event committed
-            # after the read still wakes the wait below.
-            seen = channels().latest_seq(subject)
-            if invocation.is_overdue:
-                with db.connection_context():
-                    lifecycle.expire_overdue(project)
-            if replaying:
-                events = _fetch(invocation.id, cursor, since=since_filter, replay_until=newest)
+        return iter(())  # resumed after the last event of a finished invocation: nothing will follow
+    reader = _EventReader(invocation, project, cursor, since if after_id is None else None, newest, poll_seconds)
+    return follow_loop(reader, heartbeat_seconds=heartbeat_seconds, poll_seconds=poll_seconds)
+
+
+class _EventReader(Reader):
+    def __init__(self, invocation, project, cursor, since, newest, poll_seconds):
+        self.invocation, self.project = invocation, project
+        self.subject = invocation.subject
+        self.cursor, self.since, self.newest = cursor, since, newest
+        self.poll_seconds = poll_seconds
+        # Until the replay is done, this follower reads on its own (the since filter
+        # applies up to `newest`); after it, through the tail shared with the others.
+        self.replaying = since is not None or cursor < newest
+        self.tail = None
+
+    def open(self):
+        invocation_id, newest = self.invocation.id, self.newest
+        self.tail = tails.acquire(self.subject, lambda: SharedTail(lambda after: _fetch(invocation_id, after),
+                                                                   floor=newest, batch=BATCH))
+
+    def read(self):
+        seen = channels().latest_seq(self.subject)
+        if self.invocation.is_overdue:
+            with db.connection_context():
+                lifecycle.expire_overdue(self.project)
+        if self.replaying:
+            events = _fetch(self.invocation.id, self.cursor, since=self.since, replay_until=self.newest)
+            caught_up = len(events) < BATCH
+        else:
+            events = self.tail.after(self.cursor, seen, self.poll_seconds)
+            caught_up = events is not None
+            if events is None:  # behind the shared tail (it was trimmed): read on our own
+                events = _fetch(self.invocation.id, self.cursor)
                 caught_up = len(events) < BATCH
-            else:
-                events = tail.after(cursor, seen, poll_seconds)
-                caught_up = events is not None
-                if events is None:  # behind the shared tail (it was trimmed): read on our own
-                    events = _fetch(invocation.id, cursor)
-                    caught_up = len(events) < BATCH
-            for event_id, data in events:
-                yield sse.frame(data, event_id)
-                cursor = event_id
-                if data["event"] == "invocation_state" and data["invocation"]["status"] in TERMINAL:
-                    return
-            if replaying and caught_up:
-                # Everything up to `newest` was delivered or filtered out by `since`.
-                replaying, cursor = False, max(cursor, newest)
-            if not caught_up:
-                continue
-            if events:
-                next_heartbeat = time.monotonic() + heartbeat_seconds
-            now = time.monotonic()
-            if now >= next_heartbeat:
-                yield sse.heartbeat()
-                next_heartbeat = now + heartbeat_seconds
-            channels().wait(subject, seen, timeout=max(0.0, min(poll_seconds, next_heartbeat - now)))
-            yield sse.IDLE
-            if shutdown.stopping.is_set():
-                yield sse.restarting()
-                return
-    finally:
-        tails.release(subject, tail)
+        frames = []
+        for event_id, data in events:
+            frames.append(sse.frame(data, event_id))
+            self.cursor = event_id
+            if data["event"] == "invocation_state" and data["invocation"]["status"] in TERMINAL:
+                return Batch(frames, DONE)
+        if self.replaying and caught_up:
+            # Everything up to `newest` was delivered or filtered out by `since`.
+            self.replaying, self.cursor = False, max(self.cursor, self.newest)
+        return Batch(frames, WAIT if caught_up else MORE)
+
+    def keepalive(self):
+        return sse.heartbeat()
+
+    def ending(self):
+        return sse.restarting()
+
+    def close(self):
+        tails.release(self.subject, self.tail)
 
 
 def _newest_id(invocation_id):
@@ -96,25 +100,21 @@ def _fetch(invocation_id, cursor, since=None, replay_until=0):
 
 
 def wait_until_terminal(invocation, limit_seconds, poll_seconds):
-    """The invocation once terminal, or as it stands after `limit_seconds`.
+    """The invocation once terminal, or as it stands after `limit_seconds` (or when the server stops),
+    waiting on its subject without holding a database connection."""
 
-    Waits on the channel (cooperative under gevent) without holding a database
-    connection, re-reading the invocation after each wake-up or poll interval.
-    """
-    give_up = time.monotonic() + limit_seconds
-    while not invocation.is_terminal:
-        remaining = give_up - time.monotonic()
-        if remaining <= 0:
-            break
-        seen = channels().latest_seq(invocation.subject)
+    def terminal():
         with db.connection_context():
-            invocation = Invocation.get_by_id(invocation.id)
-            if invocation.is_terminal:
-                break
-            if invocation.is_overdue:
-                lifecycle.expire_overdue(Project.get_by_id(invocation.project_id))
-                continue
-        channels().wait(invocation.subject, seen, timeout=min(poll_seconds, remaining))
-        if shutdown.stopping.is_set():
-            break
-    return invocation
+            current = Invocation.get_by_id(invocation.id)
+            if current.is_overdue:
+                lifecycle.expire_overdue(Project.get_by_id(current.project_id))
+                current = Invocation.get_by_id(invocation.id)
+        return current if current.is_terminal else None
+
+    if invocation.is_terminal:
+        return invocation
+    found = wait_for(invocation.subject, terminal, limit_seconds=limit_seconds, poll_seconds=poll_seconds)
+    if found is None:
+        with db.connection_context():
+            found = Invocation.get_by_id(invocation.id)
+    return found

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from flask import current_app
 
+from app import streams
 from app.core import clock
 from app.core.db import exclusive
 from app.core.errors import NO_RETRY, ApiError, bad_request
@@ -25,7 +26,6 @@ from app.invocations.models import (
 from app.orgs.models import Organization
 from app.orgs.usage import concurrency_limit_error, first_cap_reached
 from app.projects.models import Project
-from app.streams import channels
 
 
 def record_state(invocation):
@@ -39,9 +39,7 @@ def record_state(invocation):
 def announce(invocations):
     """Wake followers of changed invocations; a finished one's channel is dropped after."""
     for invocation in invocations:
-        channels().append(invocation.subject, invocation.status)
-        if invocation.is_terminal:
-            channels().discard(invocation.subject)
+        streams.announce(invocation.subject, ended=invocation.is_terminal)
 
 
 def blocking_limit(project, org):
@@ -194,7 +192,7 @@ def append_logs(invocation, lines):
         if current.is_terminal:
             raise finished(current)
         InvocationEvent.insert_many(rows).execute()
-    channels().append(invocation.subject, "log")
+    streams.announce(invocation.subject)
     return len(rows)
 
 

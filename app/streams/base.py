@@ -9,6 +9,12 @@ class ChannelBackend(Protocol):
     subject exists; when the bound is reached the oldest items are evicted.
     """
 
+    def ensure(self, subject: str) -> None:
+        """Create the subject now if it does not exist (a follower does, before its first read)."""
+
+    def __contains__(self, subject: str) -> bool:
+        """Whether the subject exists here (someone followed or announced it, and it was not discarded)."""
+
     def append(self, subject: str, item: Any) -> int:
         """Add `item`; returns its sequence number and wakes every waiter of the subject."""
 

@@ -33,6 +33,13 @@ class MemoryChannels:
                 channel = self._channels.setdefault(subject, _Channel(self.capacity))
         return channel
 
+    def ensure(self, subject):
+        """Create the subject's channel now (a follower does, before its first read)."""
+        self._channel(subject).used_at = time.monotonic()
+
+    def __contains__(self, subject):
+        return subject in self._channels
+
     def append(self, subject, item):
         channel = self._channel(subject)
         with channel.condition:
@@ -67,6 +74,8 @@ class MemoryChannels:
         return found[:limit] if limit is not None else found
 
     def wait(self, subject, after_seq, timeout):
+        if after_seq > 0 and subject not in self._channels:
+            return True  # discarded since `after_seq` was read: the subject ended
         channel = self._channel(subject)
         with channel.condition:
             channel.used_at = time.monotonic()
