@@ -13,6 +13,7 @@ database, then, each beside a baseline measured in the same run:
 Prints Markdown tables for docs/benchmarks.md. Traffic stays on 127.0.0.1.
 """
 import argparse
+import contextlib
 import json
 import shlex
 import statistics
@@ -165,6 +166,26 @@ def bench_memory():
           f"(80% of memory at {per_browser} MB each).")
 
 
+@contextlib.contextmanager
+def lantern_with_a_host():
+    """(base URL, owner key, host process, workdir): gunicorn (1 gevent worker, host driver) and one
+    browser host named `bench` on a private database; all stopped afterwards."""
+    with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
+        workdir = Path(scratch)
+        env = server_env(database_url, workdir)
+        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
+                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
+        run_cli(env, "db", "upgrade")
+        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
+        host, _ = browser_host(env, workdir, "bench", capacity=4)
+        try:
+            with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
+                yield base_url, key, host, workdir
+        finally:
+            host.terminate()
+            host.wait(timeout=30)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=20)
@@ -189,21 +210,9 @@ def main():
 
     site.get = get
     site.start()
-    with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
-        workdir = Path(scratch)
-        env = server_env(database_url, workdir)
-        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
-                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
-        run_cli(env, "db", "upgrade")
-        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        host, _ = browser_host(env, workdir, "bench", capacity=4)
-        try:
-            with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
-                bench_start(base_url, key, site.url + "/page", args.sessions)
-                bench_relay(base_url, key, site.url, args.round_trips, args.screenshots, workdir / "hosts")
-        finally:
-            host.terminate()
-            host.wait(timeout=30)
+    with lantern_with_a_host() as (base_url, key, _, workdir):
+        bench_start(base_url, key, site.url + "/page", args.sessions)
+        bench_relay(base_url, key, site.url, args.round_trips, args.screenshots, workdir / "hosts")
     site.stop()
     bench_memory()
 

@@ -18,7 +18,6 @@ import os
 import shlex
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,11 +26,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browsers import Cdp, pct  # noqa: E402  (bench/ is this script's first sys.path entry)
+from browsers import Cdp, lantern_with_a_host, pct  # noqa: E402  (bench/ is this script's first sys.path entry)
 
 from app.browsers.host import launch  # noqa: E402
 from tests.browsers.host.helpers import Site  # noqa: E402
-from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/capture.py", *sys.argv[1:]])
 # Console only: the default set's connection events would take seqs of their own.
@@ -167,22 +165,10 @@ def main():
     if launch.find_chromium() is None:
         sys.exit("no Chromium: apt-get install chromium")
     site = Site().start()
-    with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
-        workdir = Path(scratch)
-        env = server_env(database_url, workdir)
-        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
-                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
-        run_cli(env, "db", "upgrade")
-        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        host, _ = browser_host(env, workdir, "bench", capacity=4)
-        try:
-            with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
-                lantern = Lantern(base_url, key)
-                run_throughput(lantern, host.pid, site.url + "/page", args.lines)
-                run_delay(lantern, site.url + "/page", args.events)
-        finally:
-            host.terminate()
-            host.wait(timeout=30)
+    with lantern_with_a_host() as (base_url, key, host, _):
+        lantern = Lantern(base_url, key)
+        run_throughput(lantern, host.pid, site.url + "/page", args.lines)
+        run_delay(lantern, site.url + "/page", args.events)
     site.stop()
 
 

@@ -246,6 +246,18 @@ def select_loop(readers, all_opened, finished, deadline):
     finished.set()
 
 
+def finish(readers, finished, deadline):
+    """Wait for the select loop to see every stream close (30 s at most), then decode what each read."""
+    if not finished.wait(30):
+        deadline[0] = 0.0
+        finished.wait(5)
+    for reader in readers:
+        try:
+            reader.decode()
+        except Exception as error:  # reported below the table
+            reader.error = reader.error or repr(error)
+
+
 def run_fanout(host, port, key, args):
     session = call(host, port, "POST", "/browsers", key, SESSION)
     path = f"/browsers/{session['session_id']}/telemetry/events"
@@ -269,14 +281,7 @@ def run_fanout(host, port, key, args):
     write_seconds = time.time() - started
     request(conn, "DELETE", f"/browsers/{session['session_id']}", key)  # every stream closes within a poll interval
     conn.close()
-    if not finished.wait(30):
-        deadline[0] = 0.0
-        finished.wait(5)
-    for reader in readers:
-        try:
-            reader.decode()
-        except Exception as error:  # reported below the table
-            reader.error = reader.error or repr(error)
+    finish(readers, finished, deadline)
 
     latencies = sorted(x for r in readers for x in r.latencies)
     deliveries = len(latencies)

@@ -11,7 +11,7 @@ from pathlib import Path
 from flask import Response, current_app, jsonify, request
 from flask.views import MethodView
 
-from app.auth_connections import events, loginflow, schemas
+from app.auth_connections import loginflow, schemas, stream
 from app.auth_connections.models import AuthConnection, LoginFlow
 from app.core import sse
 from app.core.api import Blueprint
@@ -77,6 +77,6 @@ class HostedEvents(MethodView):
         """Follow the flow from the hosted page (SSE)"""
         flow = authorised_flow(flow_id)
         config = current_app.config
-        return sse.stream(events.follow(AuthConnection.get_by_id(flow.connection_id), flow=flow,
+        return sse.stream(stream.follow(AuthConnection.get_by_id(flow.connection_id), flow=flow,
                                         heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
                                         poll_seconds=config["STREAM_POLL_SECONDS"]))

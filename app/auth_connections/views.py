@@ -2,7 +2,7 @@
 from flask import current_app, g
 from flask.views import MethodView
 
-from app.auth_connections import connections, events, loginflow, schemas
+from app.auth_connections import connections, loginflow, schemas, stream
 from app.auth_connections.models import AuthConnection
 from app.core import clock, sse, urls
 from app.core.api import Blueprint
@@ -86,7 +86,7 @@ class Events(MethodView):
         """Follow the login flow: its state now and at every change, until it ends (SSE)"""
         connection = AuthConnection.lookup(g.project, connection_id)
         config = current_app.config
-        return sse.stream(events.follow(connection, heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
+        return sse.stream(stream.follow(connection, heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
                                         poll_seconds=config["STREAM_POLL_SECONDS"]))
 
 

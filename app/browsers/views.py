@@ -2,7 +2,7 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.browsers import hosts, logs, relay, schemas, sessions, streaming, telemetry
+from app.browsers import hosts, logs, relay, schemas, sessions, stream, telemetry
 from app.browsers.drivers import HostDriver, driver_named
 from app.browsers.models import BrowserSession
 from app.core import sse
@@ -98,7 +98,7 @@ class TelemetryStream(MethodView):
         """Stream telemetry envelopes live (SSE; id: is the seq; resume with Last-Event-ID)"""
         session = find(session_ref, include_deleted=True)
         config = current_app.config
-        frames = streaming.follow_telemetry(
+        frames = stream.follow_telemetry(
             session, last_event_id=sse.last_event_id(request), replay_all=args.get("replay") == "all",
             types=set(args.get("type") or ()), heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
             poll_seconds=config["STREAM_POLL_SECONDS"])
@@ -113,7 +113,7 @@ class LogStream(MethodView):
         """Stream a log of the session: the newest stored lines, then new ones with follow (SSE)"""
         session = find(session_ref, include_deleted=True)
         config = current_app.config
-        frames = streaming.follow_logs(
+        frames = stream.follow_logs(
             session, source=args["source"], log_name=args["log_name"], follow=args["follow"],
             last_event_id=sse.last_event_id(request), replay_lines=config["BROWSER_LOG_REPLAY_LINES"],
             heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"], poll_seconds=config["STREAM_POLL_SECONDS"])

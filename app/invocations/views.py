@@ -8,7 +8,7 @@ from app.core import sse
 from app.core.api import Blueprint
 from app.core.db import db
 from app.core.paging import PAGE_HEADERS, page
-from app.invocations import events, lifecycle, schemas
+from app.invocations import lifecycle, schemas, stream
 from app.invocations.models import Invocation
 
 blp = Blueprint("invocations", __name__, url_prefix="/invocations",
@@ -57,7 +57,7 @@ class Invocations(MethodView):
             return invocation, 202
         config = current_app.config
         db.close()  # the wait holds no connection; teardown copes with a closed one
-        return events.wait_until_terminal(invocation, config["INVOCATION_SYNC_WAIT_SECONDS"],
+        return stream.wait_until_terminal(invocation, config["INVOCATION_SYNC_WAIT_SECONDS"],
                                           config["STREAM_POLL_SECONDS"])
 
 
@@ -92,7 +92,7 @@ class InvocationEvents(MethodView):
         """Follow an invocation: stored log lines, then live logs and state changes (SSE)"""
         invocation = find(invocation_id)
         config = current_app.config
-        frames = events.follow(invocation, g.project, since=args.get("since"), after_id=sse.last_event_id(request),
+        frames = stream.follow(invocation, g.project, since=args.get("since"), after_id=sse.last_event_id(request),
                                heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
                                poll_seconds=config["STREAM_POLL_SECONDS"])
         return sse.stream(frames)

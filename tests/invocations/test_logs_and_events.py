@@ -239,7 +239,7 @@ def test_a_malformed_last_event_id_is_ignored(client, invoke, frames_of):
 
 
 def test_followers_give_back_their_tail_and_finished_channels_are_dropped(app, client, invoke, frames_of):
-    from app.invocations.events import tails
+    from app.invocations.stream import tails
 
     invocation = invoke().get_json()
     response = follow(client, invocation["id"])

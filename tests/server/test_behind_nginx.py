@@ -93,9 +93,11 @@ def deployment(tmp_path_factory):
                 stop(host)
 
 
-def api(deployment):
-    return httpx.Client(base_url=deployment["base_url"], headers={"Authorization": f"Bearer {deployment['key']}"},
-                        timeout=30)
+@pytest.fixture
+def client(deployment):
+    with httpx.Client(base_url=deployment["base_url"], timeout=30,
+                      headers={"Authorization": f"Bearer {deployment['key']}"}) as client:
+        yield client
 
 
 def post_event(client, session_id, text):
@@ -105,8 +107,7 @@ def post_event(client, session_id, text):
     return answer.json()["last_seq"]
 
 
-def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_server_stops(deployment):
-    client = api(deployment)
+def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_server_stops(deployment, client):
     created = client.post("/browsers", json={"headless": True, "telemetry": {
         "enabled": True, "browser": {"console": {"enabled": True}}}})
     assert created.status_code == 201, created.text
@@ -155,8 +156,7 @@ def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_serv
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium")
-def test_the_cdp_websocket_is_relayed_through_nginx(deployment):
-    client = api(deployment)
+def test_the_cdp_websocket_is_relayed_through_nginx(deployment, client):
     created = client.post("/browsers", json={"headless": True}).json()
     assert created["cdp_ws_url"].startswith(f"ws://127.0.0.1:{deployment['base_url'].rsplit(':', 1)[1]}/")
     connection = websocket.create_connection(created["cdp_ws_url"], timeout=20, suppress_origin=True)
@@ -172,10 +172,11 @@ def test_the_cdp_websocket_is_relayed_through_nginx(deployment):
 def stop_one_app_server(deployment):
     """Stop the first gunicorn (its port then refuses connections; nginx tries the other)."""
     port = deployment["gunicorns"][0].rsplit(":", 1)[1]
-    found = subprocess.run(["pgrep", "-f", f"--bind 127.0.0.1:{port} "], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", "--", f"--bind 127.0.0.1:{port} "], capture_output=True, text=True)
+    assert found.stdout.split(), "no app server on that port"
     for pid in found.stdout.split():
         subprocess.run(["kill", "-TERM", pid], check=False)
     deadline = time.monotonic() + 15
-    while subprocess.run(["pgrep", "-f", f"--bind 127.0.0.1:{port} "], capture_output=True).returncode == 0:
+    while subprocess.run(["pgrep", "-f", "--", f"--bind 127.0.0.1:{port} "], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "the app server did not stop"
         time.sleep(0.1)

@@ -180,13 +180,13 @@ class CdpClient:
         for waiter in waiters.values():
             waiter.done.set()  # message None: the call raises with the close reason
         sock = self._ws.sock
-        if sock is not None:
-            sock.settimeout(1)  # a close frame Chromium does not read must not hold close() forever
         try:
+            if sock is not None:
+                sock.settimeout(1)  # a close frame Chromium does not read must not hold close() forever
             if self._ws.connected:
                 self._ws.send_close()
         except (OSError, websocket.WebSocketException):
-            pass
+            pass  # the socket is gone already (the browser died and the reader closed it)
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv

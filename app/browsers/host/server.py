@@ -323,13 +323,14 @@ class BrowserHostServer:
             hosted.stopping = True
             if hosted.starting:
                 return None
-        state = self._teardown(hosted, save)
-        if reason:
-            with self.app.app_context(), db.connection_context():
-                session = BrowserSession.get_or_none(BrowserSession.id == session_id)
-                if session is not None:
-                    _end_here(session, reason)
-        return state
+        try:
+            return self._teardown(hosted, save)
+        finally:  # even when the teardown failed: the browser is gone or going, so is the session
+            if reason:
+                with self.app.app_context(), db.connection_context():
+                    session = BrowserSession.get_or_none(BrowserSession.id == session_id)
+                    if session is not None:
+                        _end_here(session, reason)
 
     def _teardown(self, hosted, save):
         """Everything of one browser ends: capture, profile state (when `save`), Chromium, Xvfb, folder."""

@@ -1,10 +1,11 @@
 """The telemetry stream (spec part 6, rules 1-8) and the log stream of a browser session.
 
-Both run as generators after the view returned: they hold no database connection
-while waiting, open a short one when they must look, and end when the session
-ends (deleted, or timed out: a stream that sees its session past the idle
-deadline ends it). What a stream learns of its session comes from `SessionWatch`,
-one database read per session per poll interval for all its streams in this process.
+Both are Readers of the one follow loop (app/streams/follow.py), run after the view
+returned: they hold no database connection while waiting, open a short one when they
+must look, and end when the session ends (deleted, or timed out: a stream that sees its
+session past the idle deadline ends it). What a stream learns of its session comes from
+`SessionWatch`, one database read per session per poll interval for all its streams in
+this process, or at once when the session's end is announced.
 """
 import threading
 import time
