@@ -104,6 +104,8 @@ def invocation_delivery(urls, key, followers_count, rate, seconds):
     for _ in followers:
         connected.acquire()
     time.sleep(1)
+    writer.close()
+    writer = http.client.HTTPConnection(host, int(port), timeout=60)  # past gunicorn's keep-alive
     sent, started = 0, time.time()
     while time.time() - started < seconds:
         pause = started + sent / rate - time.time()

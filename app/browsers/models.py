@@ -90,6 +90,8 @@ class BrowserSession(BaseModel):
     last_seq = BigIntegerField(default=0)
     # Events accepted but not kept (telemetry off, or their category off).
     telemetry_dropped = BigIntegerField(default=0)
+    # The highest telemetry ts archived so far (the newest archive row's ts_high).
+    telemetry_ts_high = BigIntegerField(default=0)
     # The browser host running this session's Chromium (host driver only).
     host = ForeignKeyField(BrowserHost, null=True, backref="sessions", on_delete="SET NULL")
 
@@ -163,14 +165,18 @@ class TelemetryEvent(BaseModel):
     session = ForeignKeyField(BrowserSession, backref="telemetry_events", on_delete="CASCADE", index=False)
     seq = BigIntegerField()
     ts = BigIntegerField()  # Unix microseconds, from the event
+    # The highest ts of the session's events up to this one, in id order: it never falls as id rises,
+    # so windows of ts map to ranges of id (app/browsers/telemetry.py page()); ts < ts_high: it came late.
+    ts_high = BigIntegerField(default=0)
     category = CharField()
     type = CharField()
     body = TextField()  # the event as JSON, ready to wrap in an envelope
     received_at = UtcDateTimeField(default=clock.now, index=True)
 
     class Meta:
-        # (session, ts) finds where a `since` window starts; (session, category, id) serves filtered pages.
-        indexes = ((("session", "seq"), True), (("session", "id"), False), (("session", "ts"), False),
+        # (session, ts_high, id) finds where a since/until window starts and ends; (session, category, id)
+        # serves filtered pages. Also (m0010): telemetry_event_late on (session, id) WHERE ts < ts_high.
+        indexes = ((("session", "seq"), True), (("session", "id"), False), (("session", "ts_high", "id"), False),
                    (("session", "category", "id"), False))
 
 

@@ -12,11 +12,11 @@ import threading
 from datetime import timedelta
 
 from flask import Response, after_this_request, current_app
-from peewee import fn
 
 from app import streams
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
+from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, periodic, sse
 from app.core.db import db, exclusive
 from app.streams import channels, telemetry_buffers
@@ -82,11 +82,11 @@ def ingest(session, events, *, from_host=False):
                 first_seq = current.last_seq + 1
                 now = clock.now()
                 touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
+                entries, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
                 (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
                                        telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
-                                       **touched)
+                                       telemetry_ts_high=ts_high, **touched)
                  .where(BrowserSession.id == session.id).execute())
-                entries = _archive(session.id, first_seq, kept, now)
         if timed_out:
             sessions.end_if_idle(current)
         if not current.is_active or timed_out:
@@ -98,17 +98,19 @@ def ingest(session, events, *, from_host=False):
     return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
 
 
-def _archive(session_id, first_seq, events, now):
+def _archive(session_id, first_seq, ts_high, events, now):
+    """Insert the rows; (buffer entries, the session's new highest ts)."""
     rows, entries = [], []
     for seq, event in enumerate(events, start=first_seq):
         body = json.dumps(event, separators=(",", ":"))
-        rows.append({"session": session_id, "seq": seq, "ts": event["ts"], "category": event["category"],
-                     "type": event["type"], "body": body, "received_at": now})
+        ts_high = max(ts_high, event["ts"])
+        rows.append({"session": session_id, "seq": seq, "ts": event["ts"], "ts_high": ts_high,
+                     "category": event["category"], "type": event["type"], "body": body, "received_at": now})
         # Interned: the buffer then holds one copy of each type name, not one per event.
         entries.append((seq, (sys.intern(event["type"]), envelope_frame(seq, body))))
     for start in range(0, len(rows), ROWS_PER_INSERT):
         TelemetryEvent.insert_many(rows[start:start + ROWS_PER_INSERT]).execute()
-    return entries
+    return entries, ts_high
 
 
 def _publish(session, entries):
@@ -155,26 +157,12 @@ def page(session, args):
     """
     # 0 is what X-Next-Offset says when there is nothing further: no cursor.
     limit, offset, descending = args["limit"], args.get("offset") or None, args["order"] == "desc"
-    query = (TelemetryEvent.select(TelemetryEvent.id, TelemetryEvent.seq, TelemetryEvent.body)
-             .where(TelemetryEvent.session == session.id))
-    if args.get("category"):
-        query = query.where(TelemetryEvent.category.in_(args["category"]))
-    if args.get("type"):
-        query = query.where(TelemetryEvent.type.in_(args["type"]))
-    if args.get("until") is not None:
-        query = query.where(TelemetryEvent.ts < clock.micros(args["until"]))
-    if descending:
-        if offset is not None:
-            query = query.where(TelemetryEvent.id < offset)
-        query = query.order_by(TelemetryEvent.id.desc())
-    else:
-        if offset is not None:
-            query = query.where(TelemetryEvent.id > offset)
-        else:
-            since = clock.micros(args.get("since") or clock.now() - timedelta(minutes=5))
-            query = query.where((TelemetryEvent.ts >= since) & (TelemetryEvent.id >= _first_id_since(session, since)))
-        query = query.order_by(TelemetryEvent.id)
-    rows = list(query.limit(limit + 1).tuples())
+    since = None
+    if not descending and offset is None:
+        since = clock.micros(args.get("since") or clock.now() - timedelta(minutes=5))
+    until = clock.micros(args["until"]) if args.get("until") is not None else None
+    rows = _window(session.id, _categories(args), args.get("type"), since, until,
+                   offset if not descending else None, offset if descending else None, descending, limit + 1)
     has_more = len(rows) > limit
     rows = rows[:limit]
     if has_more:
@@ -196,11 +184,70 @@ def page(session, args):
     return Response(f"[{body}]", mimetype="application/json")
 
 
-def _first_id_since(session, since_us):
-    """The first archive row of the window, found through the (session, ts) index, so the page
-    query does not walk the session's older events (ts and id are not in the same order)."""
-    return (TelemetryEvent.select(fn.MIN(TelemetryEvent.id))
-            .where((TelemetryEvent.session == session.id) & (TelemetryEvent.ts >= since_us)).scalar() or 0)
+def _categories(args):
+    """The categories a page reads ([None]: all): the asked ones, narrowed to those of the asked types."""
+    categories = set(args.get("category") or ())
+    if args.get("type"):
+        of_types = {EVENT_CATEGORY.get(name) for name in args["type"]}
+        categories = categories & of_types if categories else of_types
+        categories.discard(None)  # unknown types match nothing
+        return sorted(categories)
+    return sorted(categories) or [None]
+
+
+def _window(session_id, categories, types, since, until, after_id, before_id, descending, count):
+    """Up to `count` (id, seq, body) of the session's archive in a window, by id (descending: newest first).
+
+    Each read walks an index from where the page starts and stops after `count` rows, so its cost
+    does not grow with the archive. ts_high (the highest ts up to a row, never falling as id rises)
+    turns the ts window into ids: rows before the first with ts_high >= since all have ts < since,
+    and rows up to the last with ts_high < until all have ts < until; after that last one only rows
+    that came late (ts < ts_high, a partial index of their own) can still be before `until`.
+    Each category is read through its own (session, category, id) range, the ranges merged here.
+    """
+    if since is not None:
+        first = _id_where(session_id, TelemetryEvent.ts_high >= since, last=False)
+        if first is None:
+            return []
+        after_id = max(after_id or 0, first - 1)
+    if until is None:
+        ranges = [(after_id, before_id, False)]
+    else:
+        last = _id_where(session_id, TelemetryEvent.ts_high < until, last=True) or 0
+        ranges = [(after_id, last + 1 if before_id is None else min(before_id, last + 1), False),
+                  (max(after_id or 0, last), before_id, True)]
+    rows = []
+    for low, high, late in ranges:
+        if low is not None and high is not None and high - low <= 1:
+            continue
+        for category in categories:
+            query = (TelemetryEvent.select(TelemetryEvent.id, TelemetryEvent.seq, TelemetryEvent.body)
+                     .where(TelemetryEvent.session == session_id))
+            if low is not None:
+                query = query.where(TelemetryEvent.id > low)
+            if high is not None:
+                query = query.where(TelemetryEvent.id < high)
+            if late:
+                query = query.where((TelemetryEvent.ts < TelemetryEvent.ts_high) & (TelemetryEvent.ts < until))
+            if since is not None:
+                query = query.where(TelemetryEvent.ts >= since)
+            if category is not None:
+                query = query.where(TelemetryEvent.category == category)
+            if types:
+                query = query.where(TelemetryEvent.type.in_(types))
+            order = TelemetryEvent.id.desc() if descending else TelemetryEvent.id
+            rows.extend(query.order_by(order).limit(count).tuples())
+    rows.sort(key=lambda row: row[0], reverse=descending)
+    return rows[:count]
+
+
+def _id_where(session_id, condition, *, last):
+    """The first (or last) archive row id of the session meeting a ts_high condition, through the
+    (session, ts_high, id) index; None when there is none."""
+    order = (TelemetryEvent.ts_high.desc(), TelemetryEvent.id.desc()) if last else (TelemetryEvent.ts_high,
+                                                                                  TelemetryEvent.id)
+    return (TelemetryEvent.select(TelemetryEvent.id).where((TelemetryEvent.session == session_id) & condition)
+            .order_by(*order).limit(1).scalar())
 
 
 @periodic.every("TELEMETRY_PRUNE_INTERVAL_SECONDS")
