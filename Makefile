@@ -71,6 +71,7 @@ bench: install-test
 	$(BIN)/python bench/browsers.py $(BROWSER_BENCH_ARGS)
 	$(BIN)/python bench/capture.py $(CAPTURE_BENCH_ARGS)
 	$(BIN)/python bench/wakeups.py $(WAKEUPS_BENCH_ARGS)
+	$(BIN)/python bench/archive_pages.py $(ARCHIVE_BENCH_ARGS)
 
 lint: install-test
 	$(PIP) ruff
