@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 
-def scenarios(make_name):
+def scenarios(make_name, key_id):
     return [
+        ("GET /org/api_keys/{id}", "GET", f"/org/api_keys/{key_id}", None),
         ("GET /org/limits", "GET", "/org/limits", None),
         ("GET /org/projects?limit=20", "GET", "/org/projects?limit=20", None),
         ("GET /org/api_keys?limit=20", "GET", "/org/api_keys?limit=20", None),
@@ -87,19 +88,30 @@ def main():
         run_cli(env, "db", "upgrade")
         output = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "bench@example.test")
         api_key = output.strip().splitlines()[-1]
+        with gunicorn(env, Path(workdir) / "hello.log", workers=args.workers, app="hello:app",
+                      pythonpath=Path(__file__).parent) as hello_url:
+            host, port = hello_url.removeprefix("http://").split(":")
+            hello = drive(host, int(port), api_key, "GET", "/hello", None, threads=args.threads,
+                          seconds=args.seconds, max_requests=args.max_requests)
         with gunicorn(env, Path(workdir) / "gunicorn.log", workers=args.workers) as base_url:
             host, port = base_url.removeprefix("http://").split(":")
             counter = iter(range(10**9))
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request("GET", "/org/api_keys?limit=1", headers={"Authorization": f"Bearer {api_key}"})
+            key_id = json.loads(conn.getresponse().read())[0]["id"]
+            conn.close()
             backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
             print(f"{backend}, gunicorn gevent x{args.workers} workers, {args.threads} client threads, "
                   f"{args.seconds:g} s per scenario, {os.cpu_count()} cores shared by client and server\n")
-            print("| scenario | requests | req/s | p50 ms | p95 ms | p99 ms | errors |")
-            print("|---|---|---|---|---|---|---|")
-            for label, method, path, body in scenarios(lambda: f"bench-{next(counter)}"):
+            print("| scenario | requests | req/s | p50 ms | p95 ms | p99 ms | errors | ratio to hello world |")
+            print("|---|---|---|---|---|---|---|---|")
+            print(f"| Flask JSON hello world (baseline, same worker) | {hello['requests']} | {hello['rps']:.0f} "
+                  f"| {hello['p50']:.1f} | {hello['p95']:.1f} | {hello['p99']:.1f} | {hello['errors']} | 1.00 |")
+            for label, method, path, body in scenarios(lambda: f"bench-{next(counter)}", key_id):
                 r = drive(host, int(port), api_key, method, path, body, threads=args.threads,
                           seconds=args.seconds, max_requests=args.max_requests)
                 print(f"| {label} | {r['requests']} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p95']:.1f} "
-                      f"| {r['p99']:.1f} | {r['errors']} |")
+                      f"| {r['p99']:.1f} | {r['errors']} | {r['rps'] / hello['rps']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def wait_until_serving(process, base_url):
         if process.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {process.returncode} during startup")
         try:
-            if httpx.get(f"{base_url}/openapi.json", timeout=2).status_code == 200:
+            # Any answer: a worker has loaded the app (bench/run.py's baseline has no /openapi.json).
+            if httpx.get(f"{base_url}/openapi.json", timeout=2).status_code < 500:
                 return
         except httpx.TransportError:
             pass
@@ -127,8 +128,9 @@ def private_database(workdir):
 
 
 @contextmanager
-def gunicorn(env, log_path, workers=1, worker_connections=1000):
-    """`gunicorn --config gunicorn.conf.py wsgi:app` (gevent workers) on a free port; yields its base URL."""
+def gunicorn(env, log_path, workers=1, worker_connections=1000, app="wsgi:app", pythonpath=None):
+    """`gunicorn --config gunicorn.conf.py wsgi:app` (gevent workers; another `app`, found on
+    `pythonpath`, for a benchmark's baseline) on a free port; yields its base URL."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
@@ -137,7 +139,7 @@ def gunicorn(env, log_path, workers=1, worker_connections=1000):
              "--worker-connections", str(worker_connections),
              "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
              # gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, shared with any other server.
-             "--no-control-socket", "wsgi:app"],
+             "--no-control-socket", *(["--pythonpath", str(pythonpath)] if pythonpath else []), app],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     try:
