@@ -39,12 +39,18 @@ class CompiledQuery:
     per-request authentication join costs more than running it. `build(*params)`
     must return a query whose parameters are exactly `params`, in order; the
     template query's cursor wrapper then builds the same model graph as
-    executing the query itself would.
+    executing the query itself would. That wrapper's set-up (which column
+    goes to which model of the join), as costly again, depends only on the
+    query, so it is worked out once too and given to each later wrapper.
     """
+
+    # What a cursor wrapper holds for one execution; the rest of its state is the set-up.
+    PER_EXECUTION = frozenset({"cursor", "count", "index", "initialized", "populated", "row_cache"})
 
     def __init__(self, build):
         self._build = build
         self._compiled = weakref.WeakKeyDictionary()
+        self._setups = weakref.WeakKeyDictionary()
 
     def first(self, *params):
         database = db.obj
@@ -56,7 +62,15 @@ class CompiledQuery:
             self._compiled[database] = (query, sql)
         query, sql = self._compiled[database]
         rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
-        return next(iter(rows), None)
+        setup = self._setups.get(database)
+        if setup is not None:
+            rows.__dict__.update(setup)
+            rows.initialized = True
+        row = next(iter(rows), None)
+        if setup is None and rows.initialized:
+            self._setups[database] = {name: value for name, value in rows.__dict__.items()
+                                      if name not in self.PER_EXECUTION}
+        return row
 
 
 class NamedInProject:

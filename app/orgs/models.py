@@ -7,7 +7,7 @@ from datetime import timedelta
 from peewee import JOIN, CharField, DeferredForeignKey, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, UtcDateTimeField
+from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField
 from app.core.errors import bad_request, conflict
 from app.core.ids import new_id
 from app.core.text import fold
@@ -96,6 +96,11 @@ class ApiKey(BaseModel):
         )
         key.plaintext = plaintext
         return key
+
+    @classmethod
+    def in_org(cls, org_id, key_id):
+        """The key `key_id` of the organization with its creator and project, in one query built once; or None."""
+        return _key_in_org.first(key_id, org_id)
 
     @classmethod
     def listing(cls, org, *, project_id=None, status="active", name=None, query=None,
@@ -192,3 +197,15 @@ def live_project_keys(project):
             .where((ApiKey.project == project.id) & ApiKey.deleted_at.is_null()
                    & (ApiKey.expires_at.is_null() | (ApiKey.expires_at > now)))
             .count())
+
+
+def _build_key_in_org(key_id, org_id):
+    from app.projects.models import Project
+
+    return (ApiKey.select(ApiKey, User, Project)
+            .join(User, on=(ApiKey.created_by == User.id))
+            .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=(ApiKey.project == Project.id))
+            .where((ApiKey.id == key_id) & (ApiKey.org == org_id)))
+
+
+_key_in_org = CompiledQuery(_build_key_in_org)

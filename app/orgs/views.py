@@ -18,7 +18,7 @@ org_limits_blp = Blueprint("org_limits", __name__, url_prefix="/org/limits",
 
 def visible_key(key_id, include_deleted=False):
     """A key of the caller's organization (and project, for a scoped caller), or 404."""
-    key = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.org == g.org.id))
+    key = ApiKey.in_org(g.org.id, key_id)
     scoped_out = g.api_key.project_id is not None and key is not None and key.project_id != g.api_key.project_id
     if key is None or scoped_out or (key.deleted_at is not None and not include_deleted):
         raise not_found(f"API key {key_id!r} not found.")
