@@ -208,4 +208,4 @@ def test_the_readme_browser_example_runs(lantern, site):
     (language, code), _, (_, telemetry) = examples("A browser")
     output = run(language, code + telemetry, lantern.new_org("readme"), lantern.base_url,
                  **{"https://example.com": site.url})
-    assert output.splitlines()[:2] == ["site", "2 hello"]
+    assert output.splitlines()[:2] == ["site", "hello"]
