@@ -9,7 +9,7 @@ from peewee import SQL, Value, fn
 from app.auth_connections import loginflow
 from app.auth_connections.models import AuthConnection, HealthCheck, LoginFlow
 from app.core import clock
-from app.core.db import save_or_conflict
+from app.core.db import CompiledQuery, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, bad_request, not_found
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider
@@ -209,5 +209,9 @@ def timeline_entries(rows):
 
 @usage_counter("auth_connections_used")
 def org_connections(org):
-    return AuthConnection.select().join(Project).where(Project.org == org.id).count()
+    return _connections_in_org.scalar(org.id)
+
+
+_connections_in_org = CompiledQuery(lambda org_id: AuthConnection.select(fn.COUNT(AuthConnection.id))
+                                    .join(Project).where(Project.org == org_id))
 

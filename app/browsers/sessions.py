@@ -9,7 +9,7 @@ noticed the timeout) does the after-end work exactly once.
 import json
 
 from flask import current_app
-from peewee import JOIN
+from peewee import JOIN, fn
 
 from app import streams
 from app.browsers.drivers import driver_named
@@ -22,7 +22,7 @@ from app.browsers.models import (
 )
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock, periodic
-from app.core.db import db, exclusive, save_or_conflict
+from app.core.db import CompiledQuery, db, exclusive, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension
@@ -226,10 +226,15 @@ def expire_idle(org_id):
 
 
 def _end_idle(org_id=None):
-    overdue = BrowserSession.active().where(BrowserSession.idle_deadline <= clock.now())
-    if org_id is not None:
-        overdue = overdue.join(Project).where(Project.org == org_id)
+    if org_id is None:
+        overdue = BrowserSession.active().where(BrowserSession.idle_deadline <= clock.now())
+    else:  # on every count of the organization's sessions (GET /org/limits, creates): built once
+        overdue = _overdue_in_org.all(clock.now(), org_id)
     return [session for session in overdue if _end_timed_out(session, announce=False)]
+
+
+_overdue_in_org = CompiledQuery(lambda now, org_id: BrowserSession.active().where(BrowserSession.idle_deadline <= now)
+                                .join(Project).where(Project.org == org_id))
 
 
 @periodic.every("BROWSER_IDLE_SWEEP_SECONDS")
@@ -412,5 +417,10 @@ def of_invocation(invocation):
 @usage_counter("concurrent_sessions_used")
 def org_sessions_in_use(org):
     expire_idle(org.id)
-    return BrowserSession.active().join(Project).where(Project.org == org.id).count()
+    return _sessions_in_org.scalar(org.id)
+
+
+_sessions_in_org = CompiledQuery(lambda org_id: BrowserSession.select(fn.COUNT(BrowserSession.id))
+                                 .where(BrowserSession.deleted_at.is_null())
+                                 .join(Project).where(Project.org == org_id))
 

@@ -53,6 +53,26 @@ class CompiledQuery:
         self._setups = weakref.WeakKeyDictionary()
 
     def first(self, *params):
+        """The first row (a model instance with its joins), or None."""
+        rows = self._rows(params)
+        row = next(iter(rows), None)
+        self._keep_setup(rows)
+        return row
+
+    def all(self, *params):
+        """Every row, as model instances with their joins."""
+        rows = self._rows(params)
+        found = list(rows)
+        self._keep_setup(rows)
+        return found
+
+    def scalar(self, *params):
+        """The first column of the first row (a count), or None."""
+        database, _, sql = self._compile(params)
+        row = database.execute_sql(sql, params).fetchone()
+        return row[0] if row else None
+
+    def _compile(self, params):
         database = db.obj
         if database not in self._compiled:
             query = self._build(*params)
@@ -60,17 +80,22 @@ class CompiledQuery:
             if list(compiled_params) != list(params):
                 raise ValueError(f"query parameters {compiled_params!r} are not {params!r}")
             self._compiled[database] = (query, sql)
-        query, sql = self._compiled[database]
+        return (database, *self._compiled[database])
+
+    def _rows(self, params):
+        database, query, sql = self._compile(params)
         rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
         setup = self._setups.get(database)
         if setup is not None:
             rows.__dict__.update(setup)
             rows.initialized = True
-        row = next(iter(rows), None)
-        if setup is None and rows.initialized:
+        return rows
+
+    def _keep_setup(self, rows):
+        database = db.obj
+        if database not in self._setups and rows.initialized:
             self._setups[database] = {name: value for name, value in rows.__dict__.items()
                                       if name not in self.PER_EXECUTION}
-        return row
 
 
 class NamedInProject:
