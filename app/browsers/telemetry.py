@@ -21,7 +21,6 @@ from app.core import clock, periodic, sse
 from app.core.db import db, exclusive
 from app.streams import channels, telemetry_buffers
 
-ROWS_PER_INSERT = 500
 PRUNE_CHUNK = 5000
 # One lock per stripe of sessions in this process: a batch's seqs enter the buffer in
 # order even when two requests for one session commit back to back.
@@ -78,7 +77,8 @@ def ingest(session, events, *, from_host=False):
             current = BrowserSession.get_by_id(session.id)
             timed_out = current.is_idle_too_long
             if current.is_active and not timed_out:
-                kept = [event for event in events if captured(event, current.options.get("telemetry") or {})]
+                settings = current.options.get("telemetry") or {}  # (options parses its JSON at each read)
+                kept = [event for event in events if captured(event, settings)]
                 first_seq = current.last_seq + 1
                 now = clock.now()
                 touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
@@ -101,16 +101,23 @@ def ingest(session, events, *, from_host=False):
 def _archive(session_id, first_seq, ts_high, events, now):
     """Insert the rows; (buffer entries, the session's new highest ts)."""
     rows, entries = [], []
+    received_at = TelemetryEvent.received_at.db_value(now)
     for seq, event in enumerate(events, start=first_seq):
         body = json.dumps(event, separators=(",", ":"))
         ts_high = max(ts_high, event["ts"])
-        rows.append({"session": session_id, "seq": seq, "ts": event["ts"], "ts_high": ts_high,
-                     "category": event["category"], "type": event["type"], "body": body, "received_at": now})
+        rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], body, received_at))
         # Interned: the buffer then holds one copy of each type name, not one per event.
         entries.append((seq, (sys.intern(event["type"]), envelope_frame(seq, body))))
-    for start in range(0, len(rows), ROWS_PER_INSERT):
-        TelemetryEvent.insert_many(rows[start:start + ROWS_PER_INSERT]).execute()
+    if rows:
+        # One prepared statement for the batch: peewee's insert_many would build SQL for every value.
+        db.cursor().executemany(_insert_sql(), rows)
     return entries, ts_high
+
+
+def _insert_sql():
+    columns = ("session_id", "seq", "ts", "ts_high", "category", "type", "body", "received_at")
+    return (f"INSERT INTO {TelemetryEvent._meta.table_name} ({', '.join(columns)}) "
+            f"VALUES ({', '.join([db.param] * len(columns))})")
 
 
 def _publish(session, entries):
