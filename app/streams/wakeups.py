@@ -202,20 +202,18 @@ def _execute(database, sql, params):
 
 
 def make_bus(config, database, deliver):
-    """The bus this configuration names (module docstring), or None when wake-ups are off."""
-    from playhouse.db_url import parse
+    """The bus this configuration names (module docstring) for the app's opened `database` (its
+    engine and connection settings are the ones open_database read from DATABASE_URL), or None
+    when wake-ups are off."""
+    from peewee import PostgresqlDatabase, SqliteDatabase
 
     if config.get("STREAM_WAKEUPS") == "off":
         return None
     if config.get("REDIS_URL"):
         return RedisBus(deliver, config["REDIS_URL"])
-    url = config["DATABASE_URL"]
-    if url.startswith(("postgres://", "postgresql://")):
-        params = parse(url)
-        params["dbname"] = params.pop("database")
-        if "passwd" in params:
-            params["password"] = params.pop("passwd")
-        return PostgresBus(deliver, database, params)
-    if url.startswith("sqlite:") and database.database != ":memory:":
-        return SqliteBus(deliver, database, database.database, config["STREAM_WAKEUP_POLL_SECONDS"])
+    engine = database.obj
+    if isinstance(engine, PostgresqlDatabase):
+        return PostgresBus(deliver, database, {**engine.connect_params, "dbname": engine.database})
+    if isinstance(engine, SqliteDatabase) and engine.database != ":memory:":
+        return SqliteBus(deliver, database, engine.database, config["STREAM_WAKEUP_POLL_SECONDS"])
     return None
