@@ -361,13 +361,11 @@ class Capture:
         stopped the browser itself."""
         if "system" not in self._enabled:
             return
-        metadata = {"exit_code": str(returncode)} if returncode is None or returncode >= 0 else {
-            "signal": signal_name(-returncode)}
         data = {"phase": phase, "service_name": "chromium"}
         if pid is not None:
             data["pid"] = pid
-        self._emit("service_crashed", "system", {"kind": "local_process", "event": "exit", "metadata": metadata},
-                   data)
+        self._emit("service_crashed", "system",
+                   {"kind": "local_process", "event": "exit", "metadata": exit_metadata(returncode)}, data)
 
     def client_connected(self, connection_id):
         """A CDP client connected to Lantern's CDP endpoint for this browser."""
@@ -881,11 +879,15 @@ def _has_text_body(response):
     return mime.startswith("text/") or mime in TEXT_MIME_TYPES or mime.endswith(("+json", "+xml"))
 
 
-def signal_name(number):
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
+def exit_metadata(returncode):
+    """How a process ended, as service_crashed's source.metadata: {"signal": "SIGKILL"} when a signal
+    ended it (a negative returncode), else {"exit_code": "1"}."""
+    if returncode is not None and returncode < 0:
+        try:
+            return {"signal": signal.Signals(-returncode).name}
+        except ValueError:
+            return {"signal": str(-returncode)}
+    return {"exit_code": str(returncode)}
 
 
 class LogTail:

@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from app.browsers import hosts, logs, sessions, telemetry
 from app.browsers.host import launch, storage
-from app.browsers.host.capture import Capture, LogTail, signal_name
+from app.browsers.host.capture import Capture, LogTail, exit_metadata
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.models import (
     ENDED_BY_BROWSER_EXIT,
@@ -360,8 +360,8 @@ class BrowserHostServer:
         """A browser that exits by itself (crash, killed) ends its session."""
         hosted.browser.process.wait()
         if not hosted.stopping:
-            code = hosted.browser.process.returncode
-            how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+            ended = exit_metadata(hosted.browser.process.returncode)
+            how = f"was killed by {ended['signal']}" if "signal" in ended else f"exited with code {ended['exit_code']}"
             self.note(hosted, f"Chromium (pid {hosted.browser.pid}) {how}; the session ends", level=logging.WARNING)
             hosted.capture.browser_exited(hosted.browser.process.returncode, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
