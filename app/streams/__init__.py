@@ -44,11 +44,12 @@ def telemetry_buffers() -> ChannelBackend:
 def announce(subject, seq=0, *, ended=False, here=True):
     """After the commit that moved `subject` (to `seq`, where it has one) or ended it: wake its
     followers in every other process, and in this one unless `here` is False (a process that
-    serves no streams, such as a browser host)."""
-    if here:
-        _wake(subject, seq, ended)
+    serves no streams, such as a browser host). Published first: a follower here that ends on
+    this wake-up finds the announcement's own write already done."""
     if _bus is not None:
         _bus.publish(subject, seq, ended)
+    if here:
+        _wake(subject, seq, ended)
 
 
 def on_wakeup(prefix, handler):

@@ -163,8 +163,10 @@ def test_telemetry_disabled_opens_and_stays_silent_until_the_session_ends(fast_c
     assert response.status_code == 200
     body = ingest(session, [console("dropped")], using=fast_client)
     assert body == {"accepted": 0, "dropped": 1, "last_seq": 0}
-    threading.Timer(0.2, lambda: fast_client.delete(f"/browsers/{session}")).start()
+    deleter = threading.Timer(0.2, lambda: fast_client.delete(f"/browsers/{session}"))
+    deleter.start()
     assert read_frames(response, timeout=5) == []
+    deleter.join(5)  # its request must be over before the test's database goes
 
 
 def test_unknown_session_is_404(client):
@@ -178,9 +180,11 @@ def test_the_stream_closes_when_the_session_is_deleted_after_delivering_what_cam
     session = new_browser(using=fast_client)["session_id"]
     response = stream(fast_client, session)
     ingest(session, [console("last words")], using=fast_client)
-    threading.Timer(0.2, lambda: fast_client.delete(f"/browsers/{session}")).start()
+    deleter = threading.Timer(0.2, lambda: fast_client.delete(f"/browsers/{session}"))
+    deleter.start()
     frames = read_frames(response, timeout=5)  # returns only when the stream ends
     assert seqs(frames) == [1]
+    deleter.join(5)  # its request must be over before the test's database goes
 
 
 def test_the_stream_closes_when_the_session_times_out(fast_client, new_browser, ingest):

@@ -135,8 +135,10 @@ def test_wait_for_returns_the_first_value_and_none_at_the_limit(channels):
 
 def test_wait_for_wakes_on_its_subject_and_gives_up_when_the_server_stops(channels):
     flag = []
-    threading.Timer(0.01, lambda: (flag.append("set"), channels.append("s", 1))).start()
+    setter = threading.Timer(0.01, lambda: (flag.append("set"), channels.append("s", 1)))
+    setter.start()
     assert wait_for("s", lambda: flag[0] if flag else None, limit_seconds=None, poll_seconds=30,
                     channel_backend=channels) == "set"
+    setter.join()
     shutdown.stopping.set()
     assert wait_for("s", lambda: None, limit_seconds=None, poll_seconds=0.001, channel_backend=channels) is None
