@@ -7,7 +7,7 @@ from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerF
 
 from app.core import clock, crypto
 from app.core.crypto import CiphertextField
-from app.core.db import BaseModel, UtcDateTimeField
+from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField
 from app.core.errors import not_found
 from app.core.ids import new_id
 from app.orgs.models import hash_key
@@ -50,8 +50,7 @@ class AuthConnection(BaseModel):
 
     @classmethod
     def lookup(cls, project, connection_id):
-        connection = (cls.select(cls, Profile).join(Profile).switch(cls)
-                      .where((cls.project == project) & (cls.id == connection_id)).first())
+        connection = _connection_in_project.first(project.id, connection_id)
         if connection is None:
             raise not_found(f"Auth connection {connection_id!r} not found.", code="auth_connection_not_found")
         return connection
@@ -81,6 +80,11 @@ class AuthConnection(BaseModel):
         """The newest flow (running or not), or None."""
         return (LoginFlow.select().where(LoginFlow.connection == self.id)
                 .order_by(LoginFlow.started_at.desc(), LoginFlow.id.desc()).first())
+
+
+_connection_in_project = CompiledQuery(
+    lambda project_id, connection_id: AuthConnection.select(AuthConnection, Profile).join(Profile)
+    .where((AuthConnection.project == project_id) & (AuthConnection.id == connection_id)))
 
 
 class LoginFlow(BaseModel):

@@ -13,7 +13,7 @@ from peewee import (
 )
 
 from app.core import clock
-from app.core.db import BaseModel, UtcDateTimeField
+from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
 from app.profiles.models import Profile
@@ -99,11 +99,9 @@ class BrowserSession(BaseModel):
     def lookup(cls, project, id_or_name, *, include_deleted=False):
         """The session with this id (ended ones too when `include_deleted`), else the active one
         with this name; 404 otherwise."""
-        in_project = cls.select().where(cls.project == project)
-        by_id = in_project.where(cls.id == id_or_name)
-        if not include_deleted:
-            by_id = by_id.where(cls.deleted_at.is_null())
-        session = by_id.first() or in_project.where((cls.name == id_or_name) & cls.deleted_at.is_null()).first()
+        by_id = matching(cls, "project", "id", null=() if include_deleted else ("deleted_at",))
+        session = (by_id.first(project.id, id_or_name)
+                   or matching(cls, "project", "name", null=("deleted_at",)).first(project.id, id_or_name))
         if session is None:
             raise cls.missing(id_or_name)
         return session

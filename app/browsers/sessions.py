@@ -337,21 +337,30 @@ def with_profiles(query):
 
 
 def listing(project, *, status="active", query=None, region=None, tags=None):
+    """Pages (paging.page) of the project's sessions, newest first; `tags` ({key: value}) all match."""
+    return _listing.pages(project, region or None, query or None, tags or None, status=status)
+
+
+def _build_listing(project, region, query, tags, limit, offset, *, status):
     sessions = with_profiles(BrowserSession.select().where(BrowserSession.project == project))
     if status == "active":
         sessions = sessions.where(BrowserSession.deleted_at.is_null())
     elif status == "deleted":
         sessions = sessions.where(BrowserSession.deleted_at.is_null(False))
-    if region:
+    if region is not None:
         sessions = sessions.where(BrowserSession.region == region)
-    if query:
+    if query is not None:
         profiles = Profile.select(Profile.id).where((Profile.project == project) & (Profile.name == query))
         sessions = sessions.where(BrowserSession.name.contains(query) | (BrowserSession.id == query)
                                   | (BrowserSession.profile == query) | BrowserSession.profile.in_(profiles))
     for key, value in (tags or {}).items():
         tagged = BrowserTag.select(BrowserTag.session).where((BrowserTag.key == key) & (BrowserTag.value == value))
         sessions = sessions.where(BrowserSession.id.in_(tagged))
-    return sessions.order_by(BrowserSession.created_at.desc(), BrowserSession.id.desc())
+    return (sessions.order_by(BrowserSession.created_at.desc(), BrowserSession.id.desc())
+            .limit(limit).offset(offset))
+
+
+_listing = CompiledQuery(_build_listing)
 
 
 def record(session):

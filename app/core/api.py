@@ -1,16 +1,28 @@
 """flask-smorest wired to the spec's error body and 400 for invalid input."""
+import functools
+
 import flask_smorest
 import marshmallow as ma
+from flask import request
 from flask_smorest.arguments import ArgumentsMixin
+from flask_smorest.utils import resolve_schema_instance
 from webargs import core
 from webargs.flaskparser import is_json_request
 
-from app.core import strictjson
+from app.core import dumping, strictjson
 from app.core.errors import ErrorSchema, bad_request, handle_http_exception
 
 
 class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
     DEFAULT_VALIDATION_STATUS = 400
+
+    def parse(self, argmap, req=None, *, location=None, validate=None, **kwargs):
+        # Most reads carry no query string: what a schema loads from nothing is known.
+        if location == "query" and validate is None and not request.query_string:
+            defaults = query_defaults(argmap)
+            if defaults is not None:
+                return dict(defaults)
+        return super().parse(argmap, req, location=location, validate=validate, **kwargs)
 
     def _raw_load_json(self, req):
         if not is_json_request(req):
@@ -24,8 +36,31 @@ class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
             raise bad_request(f"The request body {error}.") from None
 
 
+@functools.cache
+def query_defaults(schema):
+    """What `schema` loads from an empty query string, when that is the same on every request
+    (no hooks, no load_default computed per load, nothing required); else None."""
+    if (not isinstance(schema, ma.Schema) or any(schema._hooks.values())
+            or any(callable(field.load_default) for field in schema.load_fields.values())):
+        return None
+    try:
+        return schema.load({})
+    except ma.ValidationError:
+        return None
+
+
 class Blueprint(flask_smorest.Blueprint):
     ARGUMENTS_PARSER = ArgumentsParser()
+
+    def arguments(self, schema, **kwargs):
+        # Given a class, webargs builds a schema per request; one instance serves every request.
+        return super().arguments(resolve_schema_instance(schema), **kwargs)
+
+    def response(self, status_code, schema=None, **kwargs):
+        schema = resolve_schema_instance(schema)
+        if isinstance(schema, ma.Schema):
+            dumping.speed_up(schema)
+        return super().response(status_code, schema, **kwargs)
 
 
 class Api(flask_smorest.Api):

@@ -7,7 +7,7 @@ a live key.
 from flask import current_app, g, request
 from peewee import JOIN, fn
 
-from app.core.db import CompiledQuery
+from app.core.db import CompiledQuery, matching
 from app.core.errors import ApiError, bad_request, forbidden, project_not_found
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
@@ -85,7 +85,7 @@ def resolve_project(key):
     by_ref = request.headers.get("X-Kernel-Project")
     named = []
     if by_id:
-        named.append(Project.live(key.org_id).where(Project.id == by_id).first())
+        named.append(matching(Project, "org", "id", null=("deleted_at",)).first(key.org_id, by_id))
     if by_ref:
         named.append(Project.find(key.org_id, by_ref))
     if any(p is None or p.status != ACTIVE for p in named):

@@ -1,10 +1,26 @@
 """Peewee behind a proxy: SQLite by default, Postgres (psycopg 3, pooled) by URL."""
 import datetime as dt
+import functools
 import weakref
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from peewee import DatabaseProxy, DateTimeField, IntegrityError, Model, SqliteDatabase
+from peewee import (
+    DatabaseProxy,
+    DateTimeField,
+    Field,
+    FieldAccessor,
+    ForeignKeyAccessor,
+    ForeignKeyField,
+    IntegerField,
+    IntegrityError,
+    Model,
+    ModelCursorWrapper,
+    ModelObjectCursorWrapper,
+    ModelSelect,
+    SqliteDatabase,
+    _StringField,
+)
 from playhouse.db_url import parse as parse_url
 from playhouse.pool import PooledSqliteDatabase
 from playhouse.postgres_ext import PooledPsycopg3Database
@@ -12,6 +28,130 @@ from playhouse.postgres_ext import PooledPsycopg3Database
 from app.core.errors import not_found
 
 db = DatabaseProxy()
+
+# Field descriptors whose __set__ on a fresh instance only stores the value in __data__.
+PLAIN_ACCESSORS = (FieldAccessor, ForeignKeyAccessor)
+
+
+def _returns_read_value(field):
+    """True when `field` gives back the value both drivers read for it unchanged: text
+    columns read as str, integer columns as int."""
+    if isinstance(field, ForeignKeyField):
+        return type(field).python_value is ForeignKeyField.python_value and _returns_read_value(field.rel_field)
+    return (type(field).python_value is Field.python_value
+            and type(field).adapt in (_StringField.adapt, IntegerField.adapt))
+
+
+def _column_plan(model, indexed_names):
+    """Split a row's (index, name, converter) columns into those that are plain fields of
+    `model`, stored straight into the instance's data, and the rest, set as attributes;
+    a converter that would give back the value read is dropped."""
+    fields, others = [], []
+    for idx, name, converter in indexed_names:
+        field = model._meta.fields.get(name)
+        if field is not None and getattr(converter, "__self__", None) is field and _returns_read_value(field):
+            converter = None
+        plain = field is not None and type(model.__dict__.get(name)) in PLAIN_ACCESSORS
+        (fields if plain else others).append((idx, name, converter))
+    return tuple(fields), tuple(others)
+
+
+def _instance(model, row, fields, others):
+    """A model instance as peewee builds it from a row (no defaults, nothing dirty), without
+    going through a descriptor per column."""
+    instance = model.__new__(model)
+    instance.__data__ = {name: (row[idx] if convert is None else convert(row[idx]))
+                         for idx, name, convert in fields}
+    instance._dirty = set()
+    instance.__rel__ = {}
+    for idx, name, convert in others:
+        setattr(instance, name, row[idx] if convert is None else convert(row[idx]))
+    instance._dirty.clear()
+    return instance
+
+
+class _SingleModelRows(ModelObjectCursorWrapper):
+    """Rows of a query on one model."""
+
+    def initialize(self):
+        super().initialize()
+        self._plan = None
+        if self.is_model and self.constructor.__init__ is Model.__init__:
+            self._plan = _column_plan(self.constructor, [
+                (idx, self.unique_columns[idx], self.converters[idx]) for idx in range(self.ncols)])
+
+    def process_row(self, row):
+        if self._plan is None:
+            return super().process_row(row)
+        return _instance(self.constructor, row, *self._plan)
+
+
+class _JoinedRows(ModelCursorWrapper):
+    """Rows of a query joining models: one instance per joined model, linked as peewee links them."""
+
+    def initialize(self):
+        super().initialize()
+        columns_of, indexes_of = {}, {}
+        for idx, key, column, converter in self._row_spec:
+            owner = key if key in self.key_to_constructor else self.model
+            columns_of.setdefault(owner, []).append((idx, column, converter))
+            indexes_of.setdefault(key, []).append(idx)
+        # Which joined models the row holds anything of decides which links are made.
+        self._presence = tuple((key, tuple(indexes)) for key, indexes in indexes_of.items())
+        self._plan = []
+        for key, constructor, is_model in self._constructor_list:
+            columns = columns_of.get(key, [])
+            if is_model and constructor.__init__ is not Model.__init__:
+                is_model = None  # built the generic way
+            plan = _column_plan(constructor, columns) if is_model else (tuple(columns), ())
+            self._plan.append((key, constructor, is_model, plan))
+
+    def process_row(self, row):
+        objects = {}
+        filled = {key for key, indexes in self._presence if any(row[idx] is not None for idx in indexes)}
+        for key, constructor, is_model, (fields, others) in self._plan:
+            if is_model:
+                objects[key] = _instance(constructor, row, fields, others)
+            elif is_model is None:
+                objects[key] = instance = constructor(__no_default__=True)
+                for idx, name, convert in fields + others:
+                    setattr(instance, name, row[idx] if convert is None else convert(row[idx]))
+                instance._dirty.clear()
+            else:
+                objects[key] = {name: (row[idx] if convert is None else convert(row[idx]))
+                                for idx, name, convert in fields}
+        self._link(objects, filled)
+        return objects[self.model]
+
+    def _link(self, objects, filled):
+        """Attach each joined instance to its source, as ModelCursorWrapper.process_row does:
+        an outer join that matched nothing gives None; a reference verified absent stays an id."""
+        for src, attr, dest, is_dict, is_outer, is_fk in self.src_to_dest:
+            source, joined = objects.get(src), objects.get(dest)
+            if joined is None and dest not in objects:
+                continue
+            if dest not in filled and not (self._dest_reachable.get(dest, frozenset()) & filled):
+                if not is_outer:
+                    continue
+                joined = None
+            if src not in filled and dest not in filled and is_outer:
+                continue
+            if is_dict:
+                source[attr] = joined
+            elif is_fk and joined is None:
+                source.__rel__[attr] = None
+            else:
+                setattr(source, attr, joined)
+                source._dirty.discard(attr)
+
+
+class Select(ModelSelect):
+    """Model queries whose rows skip peewee's per-column descriptor calls (see _instance)."""
+
+    def _get_model_cursor_wrapper(self, cursor):
+        if len(self._from_list) == 1 and not self._joins:
+            return _SingleModelRows(cursor, self.model, self._returning, self.model)
+        return _JoinedRows(cursor, self.model, self._returning, self._from_list, self._joins)
 
 
 class BaseModel(Model):
@@ -21,6 +161,10 @@ class BaseModel(Model):
         # save() writes only the columns this instance changed, so a row loaded
         # earlier in a request never puts back columns another request changed since.
         only_save_dirty = True
+
+    @classmethod
+    def select(cls, *fields):
+        return Select(cls, fields or cls._meta.sorted_fields, is_default=not fields)
 
 
 class UtcDateTimeField(DateTimeField):
@@ -32,16 +176,68 @@ class UtcDateTimeField(DateTimeField):
         return super().db_value(value)
 
 
-class CompiledQuery:
-    """A query whose SQL text is built once per database; only its parameters change.
+class _Unshaped(Exception):
+    """A parameter of a type a stand-in cannot take (a dict, a list): the call builds its query."""
 
-    Peewee rebuilds the SQL of a query on every execution, which for the
-    per-request authentication join costs more than running it. `build(*params)`
-    must return a query whose parameters are exactly `params`, in order; the
-    template query's cursor wrapper then builds the same model graph as
-    executing the query itself would. That wrapper's set-up (which column
-    goes to which model of the join), as costly again, depends only on the
-    query, so it is worked out once too and given to each later wrapper.
+
+class _Text(str):
+    """Stands in for a text parameter while a query is compiled."""
+
+
+class _Number(int):
+    """Stands in for an integer parameter while a query is compiled."""
+
+
+class _Moment(dt.datetime):
+    """Stands in for a (naive UTC) datetime parameter while a query is compiled."""
+
+
+def _refuse(self, *args):
+    raise TypeError("a CompiledQuery parameter's value cannot steer the query's shape; pass it by keyword")
+
+
+for _kind in (_Text, _Number, _Moment):
+    for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+        setattr(_kind, _name, _refuse)
+    _kind.__hash__ = object.__hash__
+_Number.__bool__ = _refuse
+
+
+# Parameter values that select a shape rather than stand in the SQL.
+SHAPE_VALUES = (None, True, False)
+
+
+def _stand_in(value, index):
+    """The stand-in for a parameter value; None when the value selects the query's shape."""
+    if type(value) is str:
+        return _Text(f"\x1eparameter {index}\x1e")
+    if type(value) is int:
+        return _Number(index)
+    if type(value) is dt.datetime and value.tzinfo is None:
+        return _Moment(2000, 1, 1, microsecond=index)
+    if any(value is shape_value for shape_value in SHAPE_VALUES):
+        return None
+    raise _Unshaped
+
+
+class CompiledQuery:
+    """A query whose SQL text is built once per database and shape; only its parameters change.
+
+    Peewee rebuilds the SQL of a query on every execution, which for a read by
+    key or a page of a list costs more than running it. `build(*params,
+    **options)` returns the query; it is called once per shape with stand-ins
+    for the parameters (texts, integers, naive datetimes), and the compiled
+    SQL's parameters, which must all be stand-ins, say where each goes. The
+    shape is the keyword options and which parameters are None, True or False,
+    so `build` may branch on those and on nothing else (comparing a stand-in
+    raises TypeError). A shape whose SQL transforms a parameter (`contains`
+    adds wildcards), and a call with a parameter of another type (a dict), are
+    built afresh instead. Options name shapes, so each takes a few values only.
+
+    The template query's cursor wrapper builds the same model graph as executing
+    the query itself would. Its set-up (which column goes to which model of the
+    join), as costly again, depends only on the query, so it is worked out once
+    too and given to each later wrapper.
     """
 
     # What a cursor wrapper holds for one execution; the rest of its state is the set-up.
@@ -49,53 +245,93 @@ class CompiledQuery:
 
     def __init__(self, build):
         self._build = build
-        self._compiled = weakref.WeakKeyDictionary()
-        self._setups = weakref.WeakKeyDictionary()
+        self._shapes = weakref.WeakKeyDictionary()
 
-    def first(self, *params):
+    def first(self, *params, **options):
         """The first row (a model instance with its joins), or None."""
-        rows = self._rows(params)
+        shape, rows = self._rows(params, options)
         row = next(iter(rows), None)
-        self._keep_setup(rows)
+        self._keep_setup(shape, rows)
         return row
 
-    def all(self, *params):
+    def all(self, *params, **options):
         """Every row, as model instances with their joins."""
-        rows = self._rows(params)
+        shape, rows = self._rows(params, options)
         found = list(rows)
-        self._keep_setup(rows)
+        self._keep_setup(shape, rows)
         return found
 
-    def scalar(self, *params):
+    def scalar(self, *params, **options):
         """The first column of the first row (a count), or None."""
-        database, _, sql = self._compile(params)
-        row = database.execute_sql(sql, params).fetchone()
+        shape = self._shape(params, options)
+        if shape is None:
+            return self._build(*params, **options).scalar()
+        row = db.obj.execute_sql(shape.sql, shape.arguments(params)).fetchone()
         return row[0] if row else None
 
-    def _compile(self, params):
-        database = db.obj
-        if database not in self._compiled:
-            query = self._build(*params)
-            sql, compiled_params = query.sql()
-            if list(compiled_params) != list(params):
-                raise ValueError(f"query parameters {compiled_params!r} are not {params!r}")
-            self._compiled[database] = (query, sql)
-        return (database, *self._compiled[database])
-
-    def _rows(self, params):
-        database, query, sql = self._compile(params)
-        rows = query._get_cursor_wrapper(database.execute_sql(sql, params))
-        setup = self._setups.get(database)
-        if setup is not None:
-            rows.__dict__.update(setup)
+    def _rows(self, params, options):
+        shape = self._shape(params, options)
+        if shape is None:
+            return None, self._build(*params, **options).execute()
+        rows = shape.query._get_cursor_wrapper(db.obj.execute_sql(shape.sql, shape.arguments(params)))
+        if shape.setup is not None:
+            rows.__dict__.update(shape.setup)
             rows.initialized = True
-        return rows
+        return shape, rows
 
-    def _keep_setup(self, rows):
-        database = db.obj
-        if database not in self._setups and rows.initialized:
-            self._setups[database] = {name: value for name, value in rows.__dict__.items()
-                                      if name not in self.PER_EXECUTION}
+    def _keep_setup(self, shape, rows):
+        if shape is not None and shape.setup is None and rows.initialized:
+            shape.setup = {name: value for name, value in rows.__dict__.items() if name not in self.PER_EXECUTION}
+
+    def pages(self, *params, **options):
+        """The page fetcher paging.page() takes: rows for a limit and an offset, the last two
+        parameters of `build`."""
+        return functools.partial(self.all, *params, **options)
+
+    def _shape(self, params, options):
+        try:
+            stand_ins = [_stand_in(value, index) for index, value in enumerate(params)]
+        except _Unshaped:
+            return None
+        key = (tuple(value if stand_in is None else _Text for value, stand_in in zip(params, stand_ins, strict=True)),
+               tuple(sorted(options.items())))
+        shapes = self._shapes.setdefault(db.obj, {})
+        if key not in shapes:
+            shapes[key] = _Shape.compile(self._build, params, stand_ins, options)
+        return shapes[key]
+
+
+class _Shape:
+    def __init__(self, query, sql, order):
+        self.query, self.sql, self.order, self.setup = query, sql, order, None
+
+    @classmethod
+    def compile(cls, build, params, stand_ins, options):
+        """The shape's SQL and where each parameter goes, or None if the SQL is not reusable."""
+        arguments = [value if stand_in is None else stand_in for value, stand_in in zip(params, stand_ins, strict=True)]
+        query = build(*arguments, **options)
+        sql, compiled = query.sql()
+        position = {id(stand_in): index for index, stand_in in enumerate(stand_ins) if stand_in is not None}
+        if not all(id(value) in position for value in compiled):
+            return None
+        if any(isinstance(value, _Text) and value in sql for value in stand_ins):
+            raise ValueError("a CompiledQuery parameter was written into the SQL text")
+        return cls(query, sql, tuple(position[id(value)] for value in compiled))
+
+    def arguments(self, params):
+        return [params[index] for index in self.order]
+
+
+@functools.cache
+def matching(model, *equal, null=()):
+    """The compiled query for rows of `model` whose `equal` fields (names) equal the values
+    given to first()/all(), in that order, and whose `null` fields are NULL: a lookup by key."""
+    fields = model._meta.fields
+
+    def build(*values):
+        return model.select().where(*[fields[name] == value for name, value in zip(equal, values, strict=True)],
+                                    *[fields[name].is_null() for name in null])
+    return CompiledQuery(build)
 
 
 class NamedInProject:
@@ -107,9 +343,8 @@ class NamedInProject:
     @classmethod
     def lookup(cls, project, id_or_name):
         """The row with this id, else with this name, in `project`; 404 otherwise."""
-        in_project = cls.project == project
-        row = (cls.get_or_none(in_project & (cls.id == id_or_name))
-               or cls.get_or_none(in_project & (cls.name == id_or_name)))
+        row = (matching(cls, "project", "id").first(project.id, id_or_name)
+               or matching(cls, "project", "name").first(project.id, id_or_name))
         if row is None:
             raise not_found(f"{cls.noun} {id_or_name!r} not found.")
         return row

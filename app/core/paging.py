@@ -23,9 +23,13 @@ class PageArgsSchema(ma.Schema):
 
 
 def page(query, args):
-    """One page of `query` (which must be ordered), announcing the next offset in headers."""
+    """One page of `query`, announcing the next offset in headers.
+
+    `query` is an ordered peewee query, or a function of a limit and an offset
+    that gives that many rows from there (CompiledQuery.pages).
+    """
     limit, offset = args["limit"], args["offset"]
-    rows = list(query.limit(limit + 1).offset(offset))
+    rows = list(query(limit + 1, offset) if callable(query) else query.limit(limit + 1).offset(offset))
     has_more = len(rows) > limit
     rows = rows[:limit]
 

@@ -5,7 +5,7 @@ from peewee import BooleanField, CharField, ForeignKeyField, IntegerField, TextF
 
 from app.core import clock, crypto
 from app.core.crypto import CiphertextField
-from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, exclusive, save_or_conflict
+from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, exclusive, matching, save_or_conflict
 from app.core.errors import bad_request, conflict, not_found
 from app.core.ids import new_id
 from app.core.text import fold
@@ -183,7 +183,7 @@ class CredentialProvider(BaseModel):
 
     @classmethod
     def lookup(cls, org, provider_id):
-        provider = cls.get_or_none((cls.org == org) & (cls.id == provider_id))
+        provider = matching(cls, "org", "id").first(org, provider_id)
         if provider is None:
             raise not_found(f"Credential provider {provider_id!r} not found.")
         return provider

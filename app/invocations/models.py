@@ -11,7 +11,7 @@ from peewee import (
 )
 
 from app.core import clock
-from app.core.db import BaseModel, UtcDateTimeField
+from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
 from app.projects.models import Project
@@ -42,10 +42,18 @@ class Invocation(BaseModel):
 
     @classmethod
     def lookup(cls, project, invocation_id):
-        invocation = cls.get_or_none((cls.project == project) & (cls.id == invocation_id))
+        invocation = matching(cls, "project", "id").first(project.id, invocation_id)
         if invocation is None:
             raise not_found(f"Invocation {invocation_id!r} not found.")
         return invocation
+
+    @classmethod
+    def listing(cls, project_id, *, app_name=None, action_name=None, version=None, status=None, deployment_id=None,
+                since=None, query=None, **page_args):
+        """Pages (paging.page) of the project's invocations, newest first. Lantern has no
+        deployments, so a `deployment_id` filter matches nothing."""
+        return _listing.pages(project_id, app_name, action_name, version, status, deployment_id is not None, since,
+                              query or None)
 
     @property
     def is_terminal(self):
@@ -60,6 +68,25 @@ class Invocation(BaseModel):
     def subject(self):
         """The channel its followers wait on."""
         return f"invocation:{self.id}"
+
+
+def _build_listing(project_id, app_name, action_name, version, status, deployed, since, query, limit, offset):
+    found = Invocation.select().where(Invocation.project == project_id)
+    for field, value in (("app_name", app_name), ("action_name", action_name), ("version", version),
+                         ("status", status)):
+        if value is not None:
+            found = found.where(getattr(Invocation, field) == value)
+    if deployed:
+        found = found.where(False)
+    if since is not None:
+        found = found.where(Invocation.started_at >= since)
+    if query is not None:
+        found = found.where(Invocation.app_name.contains(query) | Invocation.action_name.contains(query)
+                            | (Invocation.id == query))
+    return found.order_by(Invocation.started_at.desc(), Invocation.id.desc()).limit(limit).offset(offset)
+
+
+_listing = CompiledQuery(_build_listing)
 
 
 class InvocationEvent(BaseModel):

@@ -31,19 +31,7 @@ class Invocations(MethodView):
     def get(self, args):
         """List invocations of the project, newest first"""
         lifecycle.expire_overdue(g.project)
-        found = Invocation.select().where(Invocation.project == g.project.id)
-        for field in ("app_name", "action_name", "version", "status"):
-            if args.get(field) is not None:
-                found = found.where(getattr(Invocation, field) == args[field])
-        if args.get("deployment_id") is not None:
-            found = found.where(False)
-        if args.get("since") is not None:
-            found = found.where(Invocation.started_at >= args["since"])
-        if args.get("query"):
-            q = args["query"]
-            found = found.where(Invocation.app_name.contains(q) | Invocation.action_name.contains(q)
-                                | (Invocation.id == q))
-        return page(found.order_by(Invocation.started_at.desc(), Invocation.id.desc()), args)
+        return page(Invocation.listing(g.project.id, **args), args)
 
     @blp.arguments(schemas.InvocationCreateSchema)
     @blp.response(200, schemas.InvocationSchema,

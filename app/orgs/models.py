@@ -105,31 +105,9 @@ class ApiKey(BaseModel):
     @classmethod
     def listing(cls, org, *, project_id=None, status="active", name=None, query=None,
                 sort_by="created_at", sort_direction="desc"):
-        """Keys of `org` (only `project_id`'s when given), filtered and ordered for paging."""
-        from app.projects.models import Project
-
-        keys = (cls.select(cls, User, Project)
-                .join(User, on=(cls.created_by == User.id))
-                .switch(cls).join(Project, JOIN.LEFT_OUTER, on=(cls.project == Project.id))
-                .where(cls.org == org))
-        if project_id is not None:
-            keys = keys.where(cls.project == project_id)
-        if status == "active":
-            keys = keys.where(cls.deleted_at.is_null())
-        elif status == "deleted":
-            keys = keys.where(cls.deleted_at.is_null(False))
-        if name is not None:
-            keys = keys.where(cls.name_key == fold(name))
-        if query:
-            folded = fold(query)
-            keys = keys.where(
-                cls.name_key.contains(folded) | User.email.contains(query) | User.name.contains(query)
-                | Project.name_key.contains(folded) | (cls.id == query) | cls.masked_key.startswith(query)
-            )
-        # Names sort as people read them: case and accents do not reorder.
-        column = cls.name_key if sort_by == "name" else getattr(cls, sort_by)
-        order = column.asc(nulls="LAST") if sort_direction == "asc" else column.desc(nulls="LAST")
-        return keys.order_by(order, cls.id)
+        """Pages (paging.page) of the keys of `org` (only `project_id`'s when given), filtered and ordered."""
+        return _listing.pages(org, project_id, None if name is None else fold(name), query or None,
+                              status=status, sort_by=sort_by, sort_direction=sort_direction)
 
     @property
     def is_expired(self):
@@ -209,3 +187,33 @@ def _build_key_in_org(key_id, org_id):
 
 
 _key_in_org = CompiledQuery(_build_key_in_org)
+
+
+def _build_listing(org_id, project_id, name_key, query, limit, offset, *, status, sort_by, sort_direction):
+    from app.projects.models import Project
+
+    keys = (ApiKey.select(ApiKey, User, Project)
+            .join(User, on=(ApiKey.created_by == User.id))
+            .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=(ApiKey.project == Project.id))
+            .where(ApiKey.org == org_id))
+    if project_id is not None:
+        keys = keys.where(ApiKey.project == project_id)
+    if status == "active":
+        keys = keys.where(ApiKey.deleted_at.is_null())
+    elif status == "deleted":
+        keys = keys.where(ApiKey.deleted_at.is_null(False))
+    if name_key is not None:
+        keys = keys.where(ApiKey.name_key == name_key)
+    if query is not None:
+        folded = fold(query)
+        keys = keys.where(
+            ApiKey.name_key.contains(folded) | User.email.contains(query) | User.name.contains(query)
+            | Project.name_key.contains(folded) | (ApiKey.id == query) | ApiKey.masked_key.startswith(query)
+        )
+    # Names sort as people read them: case and accents do not reorder.
+    column = ApiKey.name_key if sort_by == "name" else getattr(ApiKey, sort_by)
+    order = column.asc(nulls="LAST") if sort_direction == "asc" else column.desc(nulls="LAST")
+    return keys.order_by(order, ApiKey.id).limit(limit).offset(offset)
+
+
+_listing = CompiledQuery(_build_listing)

@@ -4,7 +4,7 @@ from contextlib import contextmanager
 from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, UtcDateTimeField, exclusive, save_or_conflict
+from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, exclusive, matching, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, project_not_found
 from app.core.ids import new_id
 from app.core.text import fold
@@ -39,10 +39,16 @@ class Project(BaseModel):
         return cls.select().where((cls.org == org) & cls.deleted_at.is_null())
 
     @classmethod
+    def listing(cls, org, *, project_id=None, name=None, query=None):
+        """Pages (paging.page) of the organization's live projects, oldest first: only `project_id`
+        when given, `name` exactly and `query` within the name (both folded)."""
+        return _listing.pages(org, project_id, None if name is None else fold(name), fold(query) if query else None)
+
+    @classmethod
     def find(cls, org, id_or_name):
         """A live project by id, else by (folded) name; None otherwise."""
-        return (cls.live(org).where(cls.id == id_or_name).first()
-                or cls.live(org).where(cls.name_key == fold(id_or_name)).first())
+        return (matching(cls, "org", "id", null=("deleted_at",)).first(org, id_or_name)
+                or matching(cls, "org", "name_key", null=("deleted_at",)).first(org, fold(id_or_name)))
 
     @classmethod
     def lookup(cls, org, id_or_name):
@@ -134,3 +140,17 @@ class Project(BaseModel):
         (Organization.update(default_project_id=successor.id if successor else None)
          .where((Organization.id == self.org_id) & (Organization.default_project_id == self.id))
          .execute())
+
+
+def _build_listing(org_id, project_id, name_key, name_part, limit, offset):
+    rows = Project.live(org_id)
+    if project_id is not None:
+        rows = rows.where(Project.id == project_id)
+    if name_key is not None:
+        rows = rows.where(Project.name_key == name_key)
+    if name_part is not None:
+        rows = rows.where(Project.name_key.contains(name_part))
+    return rows.order_by(Project.created_at, Project.id).limit(limit).offset(offset)
+
+
+_listing = CompiledQuery(_build_listing)

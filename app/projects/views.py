@@ -7,7 +7,6 @@ from app.core.auth import require_org_wide_key
 from app.core.deprecation import sunset_route
 from app.core.errors import project_not_found
 from app.core.paging import PAGE_HEADERS, page
-from app.core.text import fold
 from app.projects import schemas
 from app.projects.models import Project
 
@@ -31,14 +30,8 @@ class Projects(MethodView):
     @projects_blp.response(200, schemas.ProjectSchema(many=True), headers=PAGE_HEADERS)
     def get(self, args):
         """List projects"""
-        projects = Project.live(g.org.id)
-        if g.api_key.project_id is not None:
-            projects = projects.where(Project.id == g.api_key.project_id)
-        if args.get("name") is not None:
-            projects = projects.where(Project.name_key == fold(args["name"]))
-        if args.get("query"):
-            projects = projects.where(Project.name_key.contains(fold(args["query"])))
-        return page(projects.order_by(Project.created_at, Project.id), args)
+        return page(Project.listing(g.org.id, project_id=g.api_key.project_id, name=args.get("name"),
+                                    query=args.get("query")), args)
 
     @projects_blp.arguments(schemas.ProjectCreateSchema)
     @projects_blp.response(201, schemas.ProjectSchema)

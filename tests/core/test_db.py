@@ -14,8 +14,56 @@ def test_compiled_query_reuses_sql_with_new_parameters(app, make_org):
         assert by_name.first("C") is None
 
 
-def test_compiled_query_refuses_queries_with_hidden_parameters(app):
-    hidden = CompiledQuery(lambda name: Organization.select().where(
-        (Organization.name == name) & (Organization.max_concurrent_sessions == 3)))
+def test_compiled_query_with_a_constant_parameter_is_built_each_time(app, make_org):
+    a = make_org("A", "a@a.test")
+    with_constant = CompiledQuery(lambda name: Organization.select().where(
+        (Organization.name == name) & (Organization.name != "never")))
+    with app.app_context(), db.connection_context():
+        assert with_constant.first("A").id == a.org_id
+        assert with_constant.first("B") is None
+        assert with_constant._shape(("A",), {}) is None  # not reusable: the constant is not a parameter
+
+
+def test_compiled_query_shapes_follow_none_and_options(app, make_org):
+    a, b = make_org("A", "a@a.test"), make_org("B", "b@b.test")
+
+    def build(name, limit, offset, *, newest_first):
+        rows = Organization.select()
+        if name is not None:
+            rows = rows.where(Organization.name == name)
+        order = Organization.created_at.desc() if newest_first else Organization.created_at
+        return rows.order_by(order, Organization.id).limit(limit).offset(offset)
+
+    orgs = CompiledQuery(build)
+    with app.app_context(), db.connection_context():
+        assert [o.id for o in orgs.all(None, 10, 0, newest_first=False)] == [a.org_id, b.org_id]
+        assert [o.id for o in orgs.all(None, 10, 0, newest_first=True)] == [b.org_id, a.org_id]
+        assert [o.id for o in orgs.all(None, 1, 1, newest_first=True)] == [a.org_id]
+        assert [o.id for o in orgs.all("B", 10, 0, newest_first=False)] == [b.org_id]
+        assert orgs.all("C", 10, 0, newest_first=False) == []
+        assert len(orgs._shapes[db.obj]) == 3
+
+
+def test_compiled_query_transformed_parameters_are_built_each_time(app, make_org):
+    a = make_org("Alpha", "a@a.test")
+    make_org("Beta", "b@b.test")
+    containing = CompiledQuery(lambda text: Organization.select().where(Organization.name.contains(text)))
+    with app.app_context(), db.connection_context():
+        assert [o.id for o in containing.all("lph")] == [a.org_id]
+        assert containing.all("zz") == []
+
+
+def test_compiled_query_parameters_cannot_steer_the_shape(app):
+    steered = CompiledQuery(lambda status: Organization.select().where(
+        Organization.name == ("x" if status == "active" else "y")))
+    with app.app_context(), db.connection_context(), pytest.raises(TypeError):
+        steered.first("active")
+
+
+def test_compiled_query_refuses_parameters_written_into_the_sql(app):
+    from peewee import SQL
+
+    inlined = CompiledQuery(lambda name: Organization.select().where(
+        (Organization.id == name) | SQL(f"name = '{name}'")))
     with app.app_context(), db.connection_context(), pytest.raises(ValueError):
-        hidden.first("A")
+        inlined.first("A")
