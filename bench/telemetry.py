@@ -12,6 +12,10 @@
    which closes every stream. Every reader must see every seq exactly once, in order.
 3. Memory: in-process, MemoryChannels(capacity=1024) filled as app.browsers.telemetry
    fills it ((seq, (type, envelope_frame(seq, body))) per event), measured with tracemalloc.
+4. Host ingest: in-process, the call a browser host's capture makes for each batch it
+   took from Chromium (telemetry.ingest(..., from_host=True), batches of --host-batch
+   console events) in a loop for a bounded time; events/s, then a check that the archive
+   holds every event acknowledged (each call returns after its transaction committed).
 
 Each prints a Markdown table for docs/benchmarks.md. Traffic goes to 127.0.0.1 only.
 """
@@ -139,6 +143,42 @@ def run_ingest(host, port, key, args):
     if problems:
         print("\ningest errors: " + "; ".join(problems))
     print()
+
+
+def run_host_ingest(args):
+    """4. The browser host's path into the archive, on the database TEST_DATABASE_URL names (else SQLite)."""
+    with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
+        env = server_env(database_url, workdir)
+        run_cli(env, "db", "upgrade")
+        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@example.test").split()[-1]
+        os.environ.update({name: value for name, value in env.items() if name.startswith("LANTERN_")})
+        from app import create_app
+        from app.browsers import telemetry
+        from app.browsers.models import BrowserSession, TelemetryEvent
+        from app.browsers.telemetry_types import validate_event
+        from app.core.db import db
+
+        app = create_app()
+        created = app.test_client().post("/browsers", json=SESSION, headers={"Authorization": f"Bearer {key}"})
+        session_id = created.get_json()["session_id"]
+        now_us = int(time.time() * 1e6)
+        batch = [validate_event(console_log(f"line {n} " + "x" * 60), now_us=now_us + n)
+                 for n in range(args.host_batch)]
+        accepted, calls = 0, 0
+        with app.app_context(), db.connection_context():
+            started = time.perf_counter()
+            while time.perf_counter() - started < args.seconds:
+                accepted += telemetry.ingest(BrowserSession(id=session_id), batch, from_host=True)[0]
+                calls += 1
+            wall = time.perf_counter() - started
+            archived = TelemetryEvent.select().where(TelemetryEvent.session == session_id).count()
+        backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
+        print(f"### `{COMMAND}` (4. host ingest)\n")
+        print(f"{backend}, in-process, one thread, {args.seconds:g} s\n")
+        print("| events/call | calls | events accepted | events/s | archived |")
+        print("|---|---|---|---|---|")
+        print(f"| {args.host_batch} | {calls} | {accepted} | {accepted / wall:.0f} "
+              f"| {'all' if archived == accepted else f'MISMATCH ({archived})'} |\n", flush=True)
 
 
 # 2. Fan-out --------------------------------------------------------------------------------------
@@ -392,10 +432,11 @@ def main():
     parser.add_argument("--readers", type=int, default=200, help="fan-out SSE readers")
     parser.add_argument("--fanout-batch", type=int, default=10, help="fan-out events per request")
     parser.add_argument("--rate", type=float, default=10.0, help="fan-out writer requests per second")
-    parser.add_argument("--only", choices=("ingest", "fanout", "memory"), action="append",
+    parser.add_argument("--host-batch", type=int, default=500, help="host ingest events per call")
+    parser.add_argument("--only", choices=("ingest", "fanout", "memory", "host-ingest"), action="append",
                         help="run only these measurements (repeatable)")
     args = parser.parse_args()
-    only = set(args.only or ("ingest", "fanout", "memory"))
+    only = set(args.only or ("ingest", "fanout", "memory", "host-ingest"))
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.readers + 256
@@ -422,6 +463,8 @@ def main():
                         seconds=args.seconds or 10.0))
     if "memory" in only:
         run_memory()
+    if "host-ingest" in only:
+        run_host_ingest(argparse.Namespace(host_batch=args.host_batch, seconds=args.seconds or 5.0))
 
 
 if __name__ == "__main__":

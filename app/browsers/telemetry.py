@@ -12,6 +12,7 @@ import threading
 from datetime import timedelta
 
 from flask import Response, after_this_request, current_app
+from peewee import SqliteDatabase
 
 from app import streams
 from app.browsers import sessions
@@ -103,21 +104,33 @@ def _archive(session_id, first_seq, ts_high, events, now):
     rows, entries = [], []
     received_at = TelemetryEvent.received_at.db_value(now)
     for seq, event in enumerate(events, start=first_seq):
-        body = json.dumps(event, separators=(",", ":"))
+        body = _compact_json(event)
         ts_high = max(ts_high, event["ts"])
         rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], body, received_at))
         # Interned: the buffer then holds one copy of each type name, not one per event.
         entries.append((seq, (sys.intern(event["type"]), envelope_frame(seq, body))))
     if rows:
-        # One prepared statement for the batch: peewee's insert_many would build SQL for every value.
-        db.cursor().executemany(_insert_sql(), rows)
+        _insert(rows)
     return entries, ts_high
 
 
-def _insert_sql():
-    columns = ("session_id", "seq", "ts", "ts_high", "category", "type", "body", "received_at")
-    return (f"INSERT INTO {TelemetryEvent._meta.table_name} ({', '.join(columns)}) "
-            f"VALUES ({', '.join([db.param] * len(columns))})")
+# json.dumps with any option builds an encoder per call; the archive encodes every event.
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+ARCHIVE_COLUMNS = ("session_id", "seq", "ts", "ts_high", "category", "type", "body", "received_at")
+
+
+def _insert(rows):
+    """The batch's rows into the archive, in the caller's transaction. Postgres takes them as
+    one COPY (twice the rows per second of a pipelined executemany); SQLite, in-process, as one
+    prepared INSERT run per row (peewee's insert_many would build SQL for every value)."""
+    table, columns = TelemetryEvent._meta.table_name, ", ".join(ARCHIVE_COLUMNS)
+    cursor = db.cursor()
+    if isinstance(db.obj, SqliteDatabase):
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(ARCHIVE_COLUMNS))})", rows)
+        return
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _publish(session, entries):
