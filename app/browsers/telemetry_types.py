@@ -9,7 +9,6 @@ which an honest producer sends and all of which would reach clients of other SDK
 Where the contract and the SDK disagree the SDK wins: a stack trace uses CDP's camelCase keys (`callFrames`,
 `columnNumber`, ...) and every call frame key is required.
 """
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
@@ -376,7 +375,8 @@ def validate_event(event, *, now_us: int) -> dict:
     """Validate one incoming event object; return the normalized event to store.
 
     The result is a new dict with keys type, category, ts, source, then data and truncated when sent; a missing
-    category is taken from the type and a missing ts is `now_us`. Raises marshmallow.ValidationError with every
+    category is taken from the type and a missing ts is `now_us`. Its source and data are the event's own
+    objects, not copies (a request's parsed body has no other owner). Raises marshmallow.ValidationError with every
     problem of the event, keyed by field path as marshmallow nests them.
     """
     if not isinstance(event, dict):
@@ -446,9 +446,8 @@ def validate_event(event, *, now_us: int) -> dict:
     if errors:
         raise ma.ValidationError(errors)
 
-    normalized = {"type": event_type, "category": spec.category, "ts": ts,
-                  "source": copy.deepcopy(event["source"])}
+    normalized = {"type": event_type, "category": spec.category, "ts": ts, "source": event["source"]}
     for key in ("data", "truncated"):
         if key in event:
-            normalized[key] = copy.deepcopy(event[key])
+            normalized[key] = event[key]
     return normalized

@@ -201,23 +201,30 @@ for _kind in (_Text, _Number, _Moment):
         setattr(_kind, _name, _refuse)
     _kind.__hash__ = object.__hash__
 _Number.__bool__ = _refuse
+STAND_INS = (_Text, _Number, _Moment)
 
 
-# Parameter values that select a shape rather than stand in the SQL.
-SHAPE_VALUES = (None, True, False)
-
-
-def _stand_in(value, index):
-    """The stand-in for a parameter value; None when the value selects the query's shape."""
-    if type(value) is str:
-        return _Text(f"\x1eparameter {index}\x1e")
-    if type(value) is int:
-        return _Number(index)
-    if type(value) is dt.datetime and value.tzinfo is None:
-        return _Moment(2000, 1, 1, microsecond=index)
-    if any(value is shape_value for shape_value in SHAPE_VALUES):
-        return None
+def _kind(value):
+    """What a parameter contributes to its query's shape: the kind of its stand-in, or itself
+    when it is None, True or False (the query may differ for those)."""
+    kind = type(value)
+    if kind is str:
+        return _Text
+    if kind is int:
+        return _Number
+    if kind is dt.datetime and value.tzinfo is None:
+        return _Moment
+    if value is None or value is True or value is False:
+        return value
     raise _Unshaped
+
+
+def _stand_in(kind, index):
+    if kind is _Text:
+        return _Text(f"\x1eparameter {index}\x1e")
+    if kind is _Number:
+        return _Number(index)
+    return _Moment(2000, 1, 1, microsecond=index)
 
 
 class CompiledQuery:
@@ -290,14 +297,15 @@ class CompiledQuery:
 
     def _shape(self, params, options):
         try:
-            stand_ins = [_stand_in(value, index) for index, value in enumerate(params)]
+            kinds = tuple(map(_kind, params))
         except _Unshaped:
             return None
-        key = (tuple(value if stand_in is None else _Text for value, stand_in in zip(params, stand_ins, strict=True)),
-               tuple(sorted(options.items())))
-        shapes = self._shapes.setdefault(db.obj, {})
+        key = (kinds, tuple(sorted(options.items())) if options else ())
+        shapes = self._shapes.get(db.obj)
+        if shapes is None:
+            shapes = self._shapes.setdefault(db.obj, {})
         if key not in shapes:
-            shapes[key] = _Shape.compile(self._build, params, stand_ins, options)
+            shapes[key] = _Shape.compile(self._build, params, kinds, options)
         return shapes[key]
 
 
@@ -306,10 +314,11 @@ class _Shape:
         self.query, self.sql, self.order, self.setup = query, sql, order, None
 
     @classmethod
-    def compile(cls, build, params, stand_ins, options):
+    def compile(cls, build, params, kinds, options):
         """The shape's SQL and where each parameter goes, or None if the SQL is not reusable."""
-        arguments = [value if stand_in is None else stand_in for value, stand_in in zip(params, stand_ins, strict=True)]
-        query = build(*arguments, **options)
+        stand_ins = [_stand_in(kind, index) if kind in STAND_INS else None for index, kind in enumerate(kinds)]
+        query = build(*[value if stand_in is None else stand_in
+                        for value, stand_in in zip(params, stand_ins, strict=True)], **options)
         sql, compiled = query.sql()
         position = {id(stand_in): index for index, stand_in in enumerate(stand_ins) if stand_in is not None}
         if not all(id(value) in position for value in compiled):

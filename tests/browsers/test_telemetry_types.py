@@ -346,15 +346,14 @@ def test_given_values_are_kept_including_unknown_data_and_source_keys():
     sdk_reads(normalized)
 
 
-def test_the_input_is_not_mutated_nor_shared():
+def test_the_input_is_not_mutated_and_its_parts_are_not_copied():
     event = {"type": "console_log", "source": {"kind": "cdp", "metadata": {"a": "b"}},
              "data": {"args": ["a"], "text": "a"}}
     before = copy.deepcopy(event)
     normalized = validate_event(event, now_us=NOW_US)
     assert event == before
-    normalized["data"]["args"].append("b")
-    normalized["source"]["metadata"]["c"] = "d"
-    assert event == before
+    # A request's parsed body has no other owner: copying its parts cost 13% of an ingest.
+    assert normalized["data"] is event["data"] and normalized["source"] is event["source"]
 
 
 def test_data_null_is_kept_where_data_is_optional():
