@@ -14,27 +14,39 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test browser-packages run test test-postgres bench lint clean
+.PHONY: install install-test browser-packages bench-packages run test test-postgres bench lint clean
+comma := ,
 
 install: $(VENV)/.installed
 # Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests, and
 # nginx, which the tests put in front of two app servers (never started as a service):
 # installed when missing, if apt-get and root, said first; otherwise what to install is printed.
 BROWSER_PACKAGES := chromium xvfb nginx
+# wrk drives bench/run.py's reads (a C client leaves the server the CPU it shares with it).
+BENCH_PACKAGES := wrk
 install-test: $(VENV)/.installed-test
 	@$(MAKE) --no-print-directory browser-packages
 
-browser-packages:
-	@missing="$$(for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done | xargs)"; \
+# $(call debian-packages,packages,what installing says,what lacking them means)
+define debian-packages
+	@missing="$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done | xargs)"; \
 	if [ -z "$$missing" ]; then exit 0; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		echo "Installing Debian's $$missing with apt-get (Chromium is about 110 packages, some 400 MB," \
-		     "and may upgrade system packages such as systemd)."; \
+		echo "Installing Debian's $$missing with apt-get$(2)."; \
 		apt-get update -q && apt-get install -y -q $$missing || echo "apt-get could not install $$missing."; \
 	else \
-		echo "Missing: $$missing. Install them (sudo apt-get install $$missing): until then browsers cannot" \
-		     "start (creates answer 503 no_browser_host) and the browser tests skip."; \
+		echo "Missing: $$missing. Install them (sudo apt-get install $$missing): until then $(3)."; \
 	fi
+endef
+
+browser-packages:
+	$(call debian-packages,$(BROWSER_PACKAGES), (Chromium is about 110 packages$(comma) some 400 MB$(comma) and may \
+		upgrade system packages such as systemd),browsers cannot start (creates answer 503 no_browser_host) and \
+		the browser tests skip)
+
+bench-packages:
+	$(call debian-packages,$(BENCH_PACKAGES), (one small package),bench/run.py drives reads from Python threads \
+		instead (slower: the client takes CPU from the server))
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,7 +76,7 @@ test: install-test
 test-postgres: install-test
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest $(PYTEST_ARGS)
 
-bench: install-test
+bench: install-test bench-packages
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/invocation_fanout.py $(FANOUT_ARGS)
 	$(BIN)/python bench/telemetry.py $(TELEMETRY_ARGS)

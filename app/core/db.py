@@ -219,12 +219,13 @@ def _kind(value):
     raise _Unshaped
 
 
-def _stand_in(kind, index):
-    if kind is _Text:
-        return _Text(f"\x1eparameter {index}\x1e")
+def _stand_in(kind, index, pass_number):
+    """A stand-in, different in each of the two passes that compile a shape."""
+    if kind is _Text:  # of other lengths and ends, so no text made from one is the same in both
+        return _Text(f"\x1eparameter {index}\x1e" if pass_number == 0 else f"\x1f\x1fparameter {index} again\x1f\x1f")
     if kind is _Number:
-        return _Number(index)
-    return _Moment(2000, 1, 1, microsecond=index)
+        return _Number(index * 2 + pass_number)
+    return _Moment(2000 + pass_number, 1, 1, microsecond=index)
 
 
 class CompiledQuery:
@@ -232,11 +233,11 @@ class CompiledQuery:
 
     Peewee rebuilds the SQL of a query on every execution, which for a read by
     key or a page of a list costs more than running it. `build(*params,
-    **options)` returns the query; it is called once per shape with stand-ins
+    **options)` returns the query; it is called twice per shape with stand-ins
     for the parameters (texts, integers, naive datetimes), and the compiled
-    SQL's parameters, which must all be stand-ins, say where each goes. The
-    shape is the keyword options and which parameters are None, True or False,
-    so `build` may branch on those and on nothing else (comparing a stand-in
+    SQL's parameters say where each goes (see _Shape.compile). The shape is
+    the keyword options and which parameters are None, True or False, so
+    `build` may branch on those and on nothing else (comparing a stand-in
     raises TypeError). A shape whose SQL transforms a parameter (`contains`
     adds wildcards), and a call with a parameter of another type (a dict), are
     built afresh instead. Options name shapes, so each takes a few values only.
@@ -310,25 +311,41 @@ class CompiledQuery:
 
 
 class _Shape:
-    def __init__(self, query, sql, order):
-        self.query, self.sql, self.order, self.setup = query, sql, order, None
+    def __init__(self, query, sql, sources):
+        self.query, self.sql, self.sources, self.setup = query, sql, sources, None
 
     @classmethod
     def compile(cls, build, params, kinds, options):
-        """The shape's SQL and where each parameter goes, or None if the SQL is not reusable."""
-        stand_ins = [_stand_in(kind, index) if kind in STAND_INS else None for index, kind in enumerate(kinds)]
-        query = build(*[value if stand_in is None else stand_in
-                        for value, stand_in in zip(params, stand_ins, strict=True)], **options)
-        sql, compiled = query.sql()
-        position = {id(stand_in): index for index, stand_in in enumerate(stand_ins) if stand_in is not None}
-        if not all(id(value) in position for value in compiled):
+        """The shape's SQL and where each of its parameters comes from, or None if the SQL is
+        not reusable. Built twice, with different stand-ins: a compiled parameter that is a
+        stand-in is that parameter; one equal in both builds is a constant of the query
+        (LIMIT 1, an IN list); any other was made from a parameter (contains' wildcards)."""
+        builds = []
+        for pass_number in (0, 1):
+            stand_ins = [_stand_in(kind, index, pass_number) if kind in STAND_INS else None
+                         for index, kind in enumerate(kinds)]
+            query = build(*[value if stand_in is None else stand_in
+                            for value, stand_in in zip(params, stand_ins, strict=True)], **options)
+            sql, compiled = query.sql()
+            if any(isinstance(value, _Text) and value in sql for value in stand_ins):
+                raise ValueError("a CompiledQuery parameter was written into the SQL text")
+            builds.append((query, sql, compiled, {id(s): index for index, s in enumerate(stand_ins) if s is not None}))
+        (query, sql, compiled, position), (_, other_sql, other_compiled, other_position) = builds
+        if sql != other_sql or len(compiled) != len(other_compiled):
             return None
-        if any(isinstance(value, _Text) and value in sql for value in stand_ins):
-            raise ValueError("a CompiledQuery parameter was written into the SQL text")
-        return cls(query, sql, tuple(position[id(value)] for value in compiled))
+        sources = []
+        for value, other in zip(compiled, other_compiled, strict=True):
+            if id(value) in position and position[id(value)] == other_position.get(id(other)):
+                sources.append((position[id(value)], None))
+            elif id(value) not in position and id(other) not in other_position and type(value) is type(other) \
+                    and value == other:
+                sources.append((None, value))
+            else:
+                return None
+        return cls(query, sql, tuple(sources))
 
     def arguments(self, params):
-        return [params[index] for index in self.order]
+        return [constant if index is None else params[index] for index, constant in self.sources]
 
 
 @functools.cache

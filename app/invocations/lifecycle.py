@@ -12,7 +12,7 @@ from flask import current_app
 
 from app import streams
 from app.core import clock
-from app.core.db import exclusive
+from app.core.db import CompiledQuery, exclusive
 from app.core.errors import NO_RETRY, ApiError, bad_request
 from app.invocations.models import (
     FAILED,
@@ -128,7 +128,7 @@ def expire_overdue(project):
 
     Cheap when nothing is overdue (one indexed query); takes the lock only when something is.
     """
-    if not _overdue(project.org_id).exists():
+    if _any_overdue.first(project.org_id, clock.now()) is None:
         return
     org = Organization.get_by_id(project.org_id)
     with exclusive(org):
@@ -138,7 +138,7 @@ def expire_overdue(project):
 
 def _expire_overdue(org):
     now = clock.now()
-    overdue = list(_overdue(org.id))
+    overdue = list(_overdue(org.id, now))
     for invocation in overdue:
         seconds = int((invocation.deadline - invocation.started_at).total_seconds())
         which = "async timeout" if invocation.is_async else "timeout for sync invocations"
@@ -149,11 +149,15 @@ def _expire_overdue(org):
     return overdue + (_promote(org) if overdue else [])
 
 
-def _overdue(org_id):
-    """Live invocations of the organization whose deadline has passed."""
+def _overdue(org_id, now):
+    """Live invocations of the organization whose deadline has passed by `now`."""
     return (Invocation.select().join(Project)
             .where((Project.org == org_id) & Invocation.status.in_(LIVE)
-                   & Invocation.deadline.is_null(False) & (Invocation.deadline <= clock.now())))
+                   & Invocation.deadline.is_null(False) & (Invocation.deadline <= now)))
+
+
+# Asked by every list and by reads of an invocation past its deadline.
+_any_overdue = CompiledQuery(lambda org_id, now: _overdue(org_id, now).select(Invocation.id).limit(1))
 
 
 def _promote(org):

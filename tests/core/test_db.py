@@ -14,14 +14,24 @@ def test_compiled_query_reuses_sql_with_new_parameters(app, make_org):
         assert by_name.first("C") is None
 
 
-def test_compiled_query_with_a_constant_parameter_is_built_each_time(app, make_org):
+def test_compiled_query_keeps_the_constants_of_its_query(app, make_org):
     a = make_org("A", "a@a.test")
     with_constant = CompiledQuery(lambda name: Organization.select().where(
-        (Organization.name == name) & (Organization.name != "never")))
+        (Organization.name == name) & (Organization.name != "never")).limit(1))
     with app.app_context(), db.connection_context():
         assert with_constant.first("A").id == a.org_id
         assert with_constant.first("B") is None
-        assert with_constant._shape(("A",), {}) is None  # not reusable: the constant is not a parameter
+        assert with_constant._shape(("A",), {}).arguments(("X",)) == ["X", "never", 1]
+
+
+def test_compiled_query_values_made_from_a_parameter_are_built_each_time(app, make_org):
+    a = make_org("Alpha", "a@a.test")
+    make_org("Beta", "b@b.test")
+    prefixed = CompiledQuery(lambda name: Organization.select().where(Organization.name == name[:1] + "lpha"))
+    with app.app_context(), db.connection_context():
+        assert [o.id for o in prefixed.all("A")] == [a.org_id]
+        assert prefixed.all("B") == []
+        assert prefixed._shape(("A",), {}) is None
 
 
 def test_compiled_query_shapes_follow_none_and_options(app, make_org):
