@@ -22,7 +22,7 @@ from app.browsers.models import (
 )
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock, periodic
-from app.core.db import CompiledQuery, db, exclusive, save_or_conflict
+from app.core.db import CompiledQuery, by_status, db, exclusive, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension
@@ -342,11 +342,8 @@ def listing(project, *, status="active", query=None, region=None, tags=None):
 
 
 def _build_listing(project, region, query, tags, limit, offset, *, status):
-    sessions = with_profiles(BrowserSession.select().where(BrowserSession.project == project))
-    if status == "active":
-        sessions = sessions.where(BrowserSession.deleted_at.is_null())
-    elif status == "deleted":
-        sessions = sessions.where(BrowserSession.deleted_at.is_null(False))
+    sessions = by_status(with_profiles(BrowserSession.select().where(BrowserSession.project == project)),
+                         BrowserSession.deleted_at, status)
     if region is not None:
         sessions = sessions.where(BrowserSession.region == region)
     if query is not None:

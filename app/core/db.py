@@ -360,6 +360,15 @@ def matching(model, *equal, null=()):
     return CompiledQuery(build)
 
 
+def by_status(rows, deleted_at, status):
+    """`rows` narrowed by their soft-delete column: "active" rows (not deleted), "deleted" ones, or "all"."""
+    if status == "active":
+        return rows.where(deleted_at.is_null())
+    if status == "deleted":
+        return rows.where(deleted_at.is_null(False))
+    return rows
+
+
 class NamedInProject:
     """Mixed into models whose rows belong to a project and are addressed by id or name
     (`/things/{id_or_name}`); they need `project`, `name` and `created_at` fields."""

@@ -7,7 +7,7 @@ from datetime import timedelta
 from peewee import JOIN, CharField, DeferredForeignKey, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField
+from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, by_status
 from app.core.errors import bad_request, conflict
 from app.core.ids import new_id
 from app.core.text import fold
@@ -198,10 +198,7 @@ def _build_listing(org_id, project_id, name_key, query, limit, offset, *, status
             .where(ApiKey.org == org_id))
     if project_id is not None:
         keys = keys.where(ApiKey.project == project_id)
-    if status == "active":
-        keys = keys.where(ApiKey.deleted_at.is_null())
-    elif status == "deleted":
-        keys = keys.where(ApiKey.deleted_at.is_null(False))
+    keys = by_status(keys, ApiKey.deleted_at, status)
     if name_key is not None:
         keys = keys.where(ApiKey.name_key == name_key)
     if query is not None:
