@@ -1,6 +1,7 @@
 """Peewee behind a proxy: SQLite by default, Postgres (psycopg 3, pooled) by URL."""
 import datetime as dt
 import functools
+import itertools
 import weakref
 from contextlib import contextmanager
 from urllib.parse import urlparse
@@ -175,6 +176,18 @@ class UtcDateTimeField(DateTimeField):
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
         return super().db_value(value)
 
+    def python_value(self, value):
+        # SQLite hands back the text it stored ("2026-11-25 12:00:00.123456"); fromisoformat reads
+        # it several times faster than peewee's strptime formats, which handle anything else.
+        if type(value) is str:
+            try:
+                parsed = dt.datetime.fromisoformat(value)
+            except ValueError:
+                parsed = None
+            if parsed is not None and parsed.tzinfo is None:
+                return parsed
+        return super().python_value(value)
+
 
 class _Unshaped(Exception):
     """A parameter of a type a stand-in cannot take (a dict, a list): the call builds its query."""
@@ -242,14 +255,10 @@ class CompiledQuery:
     adds wildcards), and a call with a parameter of another type (a dict), are
     built afresh instead. Options name shapes, so each takes a few values only.
 
-    The template query's cursor wrapper builds the same model graph as executing
-    the query itself would. Its set-up (which column goes to which model of the
-    join), as costly again, depends only on the query, so it is worked out once
-    too and given to each later wrapper.
+    The rows are built by the cursor wrapper of the shape's first execution that
+    read a row, so they form the same model graph as executing the query itself
+    would; later executions hand it the driver's rows directly.
     """
-
-    # What a cursor wrapper holds for one execution; the rest of its state is the set-up.
-    PER_EXECUTION = frozenset({"cursor", "count", "index", "initialized", "populated", "row_cache"})
 
     def __init__(self, build):
         self._build = build
@@ -257,39 +266,40 @@ class CompiledQuery:
 
     def first(self, *params, **options):
         """The first row (a model instance with its joins), or None."""
-        shape, rows = self._rows(params, options)
-        row = next(iter(rows), None)
-        self._keep_setup(shape, rows)
-        return row
+        found = self._fetch(params, options, limit=1)
+        return found[0] if found else None
 
     def all(self, *params, **options):
         """Every row, as model instances with their joins."""
-        shape, rows = self._rows(params, options)
-        found = list(rows)
-        self._keep_setup(shape, rows)
-        return found
+        return self._fetch(params, options)
 
     def scalar(self, *params, **options):
         """The first column of the first row (a count), or None."""
         shape = self._shape(params, options)
         if shape is None:
             return self._build(*params, **options).scalar()
-        row = db.obj.execute_sql(shape.sql, shape.arguments(params)).fetchone()
+        cursor = db.obj.execute_sql(shape.sql, shape.arguments(params))
+        try:
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
         return row[0] if row else None
 
-    def _rows(self, params, options):
+    def _fetch(self, params, options, limit=None):
         shape = self._shape(params, options)
         if shape is None:
-            return None, self._build(*params, **options).execute()
-        rows = shape.query._get_cursor_wrapper(db.obj.execute_sql(shape.sql, shape.arguments(params)))
-        if shape.setup is not None:
-            rows.__dict__.update(shape.setup)
-            rows.initialized = True
-        return shape, rows
-
-    def _keep_setup(self, shape, rows):
-        if shape is not None and shape.setup is None and rows.initialized:
-            shape.setup = {name: value for name, value in rows.__dict__.items() if name not in self.PER_EXECUTION}
+            return list(itertools.islice(self._build(*params, **options).execute(), limit))
+        cursor = db.obj.execute_sql(shape.sql, shape.arguments(params))
+        try:
+            if shape.read_row is None:
+                rows = shape.query._get_cursor_wrapper(cursor)
+                found = list(itertools.islice(rows, limit))
+                if rows.initialized:
+                    shape.read_row = _row_reader(rows)
+                return found
+            return [shape.read_row(row) for row in (cursor.fetchall() if limit is None else cursor.fetchmany(limit))]
+        finally:
+            cursor.close()
 
     def pages(self, *params, **options):
         """The page fetcher paging.page() takes: rows for a limit and an offset, the last two
@@ -310,9 +320,16 @@ class CompiledQuery:
         return shapes[key]
 
 
+def _row_reader(rows):
+    """The row builder of a cursor wrapper that has read a row: its set-up (which column goes to
+    which model of the join) depends only on the query, so it builds every later row of it."""
+    rows.cursor, rows.row_cache = None, []
+    return rows.process_row
+
+
 class _Shape:
     def __init__(self, query, sql, sources):
-        self.query, self.sql, self.sources, self.setup = query, sql, sources, None
+        self.query, self.sql, self.sources, self.read_row = query, sql, sources, None
 
     @classmethod
     def compile(cls, build, params, kinds, options):
