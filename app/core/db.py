@@ -92,6 +92,10 @@ class _JoinedRows(ModelCursorWrapper):
 
     def initialize(self):
         super().initialize()
+        self._plan = None
+        if any(is_model and constructor.__init__ is not Model.__init__
+               for _, constructor, is_model in self._constructor_list):
+            return  # a model that builds itself: peewee's way
         columns_of, indexes_of = {}, {}
         for idx, key, column, converter in self._row_spec:
             owner = key if key in self.key_to_constructor else self.model
@@ -99,25 +103,19 @@ class _JoinedRows(ModelCursorWrapper):
             indexes_of.setdefault(key, []).append(idx)
         # Which joined models the row holds anything of decides which links are made.
         self._presence = tuple((key, tuple(indexes)) for key, indexes in indexes_of.items())
-        self._plan = []
-        for key, constructor, is_model in self._constructor_list:
-            columns = columns_of.get(key, [])
-            if is_model and constructor.__init__ is not Model.__init__:
-                is_model = None  # built the generic way
-            plan = _column_plan(constructor, columns) if is_model else (tuple(columns), ())
-            self._plan.append((key, constructor, is_model, plan))
+        self._plan = tuple(
+            (key, constructor, is_model,
+             _column_plan(constructor, columns_of.get(key, [])) if is_model else (tuple(columns_of.get(key, [])), ()))
+            for key, constructor, is_model in self._constructor_list)
 
     def process_row(self, row):
+        if self._plan is None:
+            return super().process_row(row)
         objects = {}
         filled = {key for key, indexes in self._presence if any(row[idx] is not None for idx in indexes)}
         for key, constructor, is_model, (fields, others) in self._plan:
             if is_model:
                 objects[key] = _instance(constructor, row, fields, others)
-            elif is_model is None:
-                objects[key] = instance = constructor(__no_default__=True)
-                for idx, name, convert in fields + others:
-                    setattr(instance, name, row[idx] if convert is None else convert(row[idx]))
-                instance._dirty.clear()
             else:
                 objects[key] = {name: (row[idx] if convert is None else convert(row[idx]))
                                 for idx, name, convert in fields}
@@ -183,8 +181,8 @@ class UtcDateTimeField(DateTimeField):
             try:
                 parsed = dt.datetime.fromisoformat(value)
             except ValueError:
-                parsed = None
-            if parsed is not None and parsed.tzinfo is None:
+                return super().python_value(value)
+            if parsed.tzinfo is None:
                 return parsed
         return super().python_value(value)
 
@@ -278,19 +276,15 @@ class CompiledQuery:
         shape = self._shape(params, options)
         if shape is None:
             return self._build(*params, **options).scalar()
-        cursor = db.obj.execute_sql(shape.sql, shape.arguments(params))
-        try:
+        with shape.cursor(params) as cursor:
             row = cursor.fetchone()
-        finally:
-            cursor.close()
         return row[0] if row else None
 
     def _fetch(self, params, options, limit=None):
         shape = self._shape(params, options)
         if shape is None:
             return list(itertools.islice(self._build(*params, **options).execute(), limit))
-        cursor = db.obj.execute_sql(shape.sql, shape.arguments(params))
-        try:
+        with shape.cursor(params) as cursor:
             if shape.read_row is None:
                 rows = shape.query._get_cursor_wrapper(cursor)
                 found = list(itertools.islice(rows, limit))
@@ -298,8 +292,6 @@ class CompiledQuery:
                     shape.read_row = _row_reader(rows)
                 return found
             return [shape.read_row(row) for row in (cursor.fetchall() if limit is None else cursor.fetchmany(limit))]
-        finally:
-            cursor.close()
 
     def pages(self, *params, **options):
         """The page fetcher paging.page() takes: rows for a limit and an offset, the last two
@@ -360,6 +352,16 @@ class _Shape:
             else:
                 return None
         return cls(query, sql, tuple(sources))
+
+    @contextmanager
+    def cursor(self, params):
+        """The shape's SQL run with `params`; the cursor is closed after (an unfinished SQLite
+        statement would otherwise hold its read snapshot until the cursor is collected)."""
+        cursor = db.obj.execute_sql(self.sql, self.arguments(params))
+        try:
+            yield cursor
+        finally:
+            cursor.close()
 
     def arguments(self, params):
         return [constant if index is None else params[index] for index, constant in self.sources]

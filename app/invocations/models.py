@@ -49,8 +49,9 @@ class Invocation(BaseModel):
 
     @classmethod
     def listing(cls, project_id, *, app_name=None, action_name=None, version=None, status=None, deployment_id=None,
-                since=None, query=None, **page_args):
-        """Pages (paging.page) of the project's invocations, newest first. Lantern has no
+                since=None, query=None, limit=None, offset=None):
+        """Pages (paging.page) of the project's invocations, newest first, filtered by the list's
+        arguments (`limit` and `offset` among them are paging.page()'s). Lantern has no
         deployments, so a `deployment_id` filter matches nothing."""
         return _listing.pages(project_id, app_name, action_name, version, status, deployment_id is not None, since,
                               query or None)
