@@ -1,7 +1,8 @@
 """core.db helpers."""
 import pytest
+from peewee import JOIN
 
-from app.core.db import CompiledQuery, db
+from app.core.db import BaseModel, CompiledQuery, db
 from app.orgs.models import Organization
 
 
@@ -77,3 +78,42 @@ def test_compiled_query_refuses_parameters_written_into_the_sql(app):
         (Organization.id == name) | SQL(f"name = '{name}'")))
     with app.app_context(), db.connection_context(), pytest.raises(ValueError):
         inlined.first("A")
+
+
+def _graph(value):
+    """Everything a row builder put on an instance, joined instances followed."""
+    if isinstance(value, BaseModel):
+        return {name: _graph(item) for name, item in vars(value).items()}
+    if isinstance(value, dict):
+        return {name: _graph(item) for name, item in value.items()}
+    return value
+
+
+def test_rows_are_built_as_peewee_builds_them(app, make_org):
+    """Select's row builders fill instances directly; the model graph must be peewee's own:
+    the same data, relations, dirty sets and join attributes, outer joins that matched nothing
+    included (a key without a project), on one model and on joins."""
+    from peewee import ModelSelect
+
+    from app.core.auth import _key_with_home_project
+    from app.orgs.models import ApiKey, _build_listing, hash_key
+    from app.projects.models import Project
+
+    owner = make_org()
+    make_org("Other", "o@other.test")
+    with app.app_context(), db.connection_context():
+        project = Project.create_in(owner.org_id, "scoped")
+        ApiKey.update(project=project.id).where(ApiKey.org == make_org("Third", "t@third.test").org_id).execute()
+        queries = [
+            Project.select().order_by(Project.id),
+            ApiKey.select().order_by(ApiKey.id),
+            _build_listing(owner.org_id, None, None, None, 10, 0, status="all", sort_by="created_at",
+                           sort_direction="desc"),
+            ApiKey.select(ApiKey, Project).join(Project, JOIN.LEFT_OUTER).order_by(ApiKey.id),
+            _key_with_home_project(hash_key(owner.plaintext)),
+        ]
+        for query in queries:
+            sql, params = query.sql()
+            ours = list(query._get_model_cursor_wrapper(db.obj.execute_sql(sql, params)))
+            theirs = list(ModelSelect._get_model_cursor_wrapper(query, db.obj.execute_sql(sql, params)))
+            assert ours and [_graph(row) for row in ours] == [_graph(row) for row in theirs], sql
