@@ -138,11 +138,18 @@ def end_sessions_of_lost_hosts():
         names = dict(BrowserHost.select(BrowserHost.id, BrowserHost.name)
                      .where(BrowserHost.id.in_({session.host_id for session in orphaned})).tuples())
         for session in orphaned:
+            # Every worker sweeps: the one whose update takes the session off its lost host writes
+            # the session's one system event and ends it (nothing to ask a host that is gone; its
+            # restart cleans up).
+            if not (BrowserSession.update(host=None)
+                    .where((BrowserSession.id == session.id) & (BrowserSession.host == session.host_id))
+                    .execute()):
+                continue
             try:
                 telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], from_host=True)
             except ApiError:
                 pass  # it ended meanwhile
-            session.host_id = None  # nothing to ask a host that is gone; its restart cleans up
+            session.host_id = None
             sessions.end(session, ENDED_BY_HOST_LOST)
 
 
