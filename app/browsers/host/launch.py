@@ -322,6 +322,23 @@ def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
     return True
 
 
+def kill_leftovers(sessions_root):
+    """Kill the process groups recorded in each session folder under `sessions_root` (a host that
+    was killed left them running) and remove the folders; the (record, pgid) pairs it killed."""
+    killed = []
+    for workdir in (sessions_root.iterdir() if sessions_root.is_dir() else ()):
+        for record in ("chromium.pgid", "xvfb.pgid"):
+            try:
+                pgid = int((workdir / record).read_text())
+            except (OSError, ValueError):
+                continue
+            # Checked against the command line: after a reboot the id may belong to anything.
+            if kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid" else "Xvfb"):
+                killed.append((record, pgid))
+        shutil.rmtree(workdir, ignore_errors=True)
+    return killed
+
+
 def group_alive(pgid):
     return bool(_group_members(pgid))
 

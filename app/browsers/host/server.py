@@ -161,17 +161,8 @@ class BrowserHostServer:
 
     def clean_up_after_crash(self):
         """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
-        for workdir in (self.root / "sessions").iterdir():
-            for record in ("chromium.pgid", "xvfb.pgid"):
-                try:
-                    pgid = int((workdir / record).read_text())
-                except (OSError, ValueError):
-                    continue
-                # Checked against the command line: after a reboot the id may belong to anything.
-                if launch.kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid"
-                                     else "Xvfb"):
-                    logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
-            shutil.rmtree(workdir, ignore_errors=True)
+        for record, pgid in launch.kill_leftovers(self.root / "sessions"):
+            logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
 
     def heartbeat_loop(self):
         interval = self.app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]

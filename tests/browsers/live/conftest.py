@@ -12,6 +12,7 @@ import httpx
 import kernel
 import pytest
 
+from app.browsers.host import launch
 from tests.browsers.host.helpers import CHROMIUM, Site
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
 
@@ -83,6 +84,9 @@ def lantern(tmp_path_factory):
         finally:
             for host in server.hosts:
                 host.stop()
+            # A host a test killed (kill -9) and did not restart, after a failure, left its browsers.
+            for host_dir in (workdir / "hosts").glob("*"):
+                launch.kill_leftovers(host_dir / "sessions")
 
 
 @pytest.fixture
