@@ -6,10 +6,12 @@ from flask import Flask
 
 from app import config, streams
 from app.core import api as core_api
-from app.core import auth, blobs, crypto, db, docs, errors, requestlog
+from app.core import auth, blobs, crypto, db, docs, dumping, errors, requestlog
 
 
 class Lantern(Flask):
+    json_provider_class = dumping.JsonProvider
+
     def ensure_sync(self, func):
         # Flask asks inspect whether each handler is a coroutine function, seven times a
         # request; a plain function's code says so in one flag.

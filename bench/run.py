@@ -5,10 +5,11 @@ TEST_DATABASE_URL), creates an organization through the CLI with a few records
 to read (20 projects, 20 keys, a browser session, an invocation), then drives
 each scenario on keep-alive connections for a bounded time, and prints a
 Markdown table for docs/benchmarks.md. Each route's rate is also given as a
-ratio to a Flask JSON hello world served by the same kind of worker in the same
-run. Reads are driven by wrk when it is installed (`apt-get install wrk`: a C
-client leaves the server most of the CPU it shares with the client), else, and
-always for writes, by Python client threads. Traffic goes to 127.0.0.1 only.
+ratio to a Flask JSON hello world served by the same kind of worker, driven in
+turns with the route (this machine's speed drifts by 10% within minutes). Reads
+are driven by wrk when it is installed (`apt-get install wrk`: a C client leaves
+the server most of the CPU it shares with the client), else, and always for
+writes, by Python client threads. Traffic goes to 127.0.0.1 only.
 """
 import argparse
 import http.client
@@ -139,52 +140,64 @@ def main():
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=8, help="client threads (Python client)")
     parser.add_argument("--connections", type=int, default=20, help="connections (wrk)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="time per scenario")
+    parser.add_argument("--seconds", type=float, default=5.0, help="time per scenario (and as much for its baseline)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations of baseline and scenario per scenario")
     parser.add_argument("--max-requests", type=int, default=20000, help="cap per scenario (Python client)")
     parser.add_argument("--python-client", action="store_true", help="drive reads from Python even with wrk")
+    parser.add_argument("--only", default="", help="run the scenarios whose label contains this text")
     args = parser.parse_args()
     use_wrk = shutil.which("wrk") is not None and not args.python_client
+    slice_seconds = args.seconds / args.rounds
 
-    def run(host, port, api_key, method, path, body):
+    def run(url, api_key, method, path, body, seconds):
+        host, port = url.removeprefix("http://").split(":")
         if use_wrk and method == "GET":
-            return drive_wrk(host, port, api_key, path, connections=args.connections, seconds=args.seconds)
-        return drive(host, port, api_key, method, path, body, threads=args.threads, seconds=args.seconds,
+            return drive_wrk(host, int(port), api_key, path, connections=args.connections, seconds=seconds)
+        return drive(host, int(port), api_key, method, path, body, threads=args.threads, seconds=seconds,
                      max_requests=args.max_requests)
+
+    def alternating(hello_url, base_url, api_key, method, path, body):
+        """The scenario and the hello world in turns of equal length; their figures summed over the
+        turns, so that the machine's drift (10% within minutes here) falls on both alike."""
+        turns = [(run(hello_url, api_key, "GET", "/hello", None, slice_seconds),
+                  run(base_url, api_key, method, path, body, slice_seconds)) for _ in range(args.rounds)]
+        return combined([hello for hello, _ in turns]), combined([route for _, route in turns])
 
     with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
         env = server_env(database_url, workdir)
         run_cli(env, "db", "upgrade")
         output = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "bench@example.test")
         api_key = output.strip().splitlines()[-1]
-
-        def run_hello():
-            with gunicorn(env, Path(workdir) / "hello.log", workers=args.workers, app="hello:app",
-                          pythonpath=Path(__file__).parent) as hello_url:
-                host, port = hello_url.removeprefix("http://").split(":")
-                return run(host, int(port), api_key, "GET", "/hello", None)
-
-        # The baseline before and after the routes, averaged: it drifts by 10% within minutes here.
-        hello_before = run_hello()
         rows = []
-        with gunicorn(env, Path(workdir) / "gunicorn.log", workers=args.workers) as base_url:
+        with gunicorn(env, Path(workdir) / "hello.log", workers=args.workers, app="hello:app",
+                      pythonpath=Path(__file__).parent) as hello_url, \
+                gunicorn(env, Path(workdir) / "gunicorn.log", workers=args.workers) as base_url:
             host, port = base_url.removeprefix("http://").split(":")
             counter = iter(range(10**9))
             ids = seed(host, int(port), api_key)
             backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
             client = (f"wrk, {args.connections} connections (writes: {args.threads} Python client threads)"
                       if use_wrk else f"{args.threads} Python client threads")
-            print(f"{backend}, gunicorn gevent x{args.workers} workers, {client}, "
-                  f"{args.seconds:g} s per scenario, {os.cpu_count()} cores shared by client and server\n")
+            print(f"{backend}, gunicorn gevent x{args.workers} workers, {client}, {args.seconds:g} s per scenario "
+                  f"in {args.rounds} turns alternating with the hello world, "
+                  f"{os.cpu_count()} cores shared by client and server\n")
             for label, method, path, body in scenarios(lambda: f"bench-{next(counter)}", ids):
-                rows.append((label, run(host, int(port), api_key, method, path, body)))
-        hello_after = run_hello()
-        baseline = (hello_before["rps"] + hello_after["rps"]) / 2
-        print("| scenario | requests | req/s | p50 ms | p90/95 ms | p99 ms | errors | ratio to hello world |")
-        print("|---|---|---|---|---|---|---|---|")
-        for label, r in [("Flask JSON hello world, before the routes", hello_before), *rows,
-                         ("Flask JSON hello world, after the routes", hello_after)]:
+                if args.only not in label:
+                    continue
+                rows.append((label, *alternating(hello_url, base_url, api_key, method, path, body)))
+        print("| scenario | requests | req/s | p50 ms | p90/95 ms | p99 ms | errors | hello world req/s "
+              "| ratio to hello world |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for label, hello, r in rows:
             print(f"| {label} | {r['requests']} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p95']:.1f} "
-                  f"| {r['p99']:.1f} | {r['errors']} | {r['rps'] / baseline:.2f} |")
+                  f"| {r['p99']:.1f} | {r['errors']} | {hello['rps']:.0f} | {r['rps'] / hello['rps']:.2f} |")
+
+
+def combined(parts):
+    """One run's figures from runs of equal length: requests summed; the latencies of the slowest turn."""
+    return {"requests": sum(p["requests"] for p in parts), "rps": statistics.fmean(p["rps"] for p in parts),
+            "errors": sum(p["errors"] for p in parts),
+            **{name: max(p[name] for p in parts) for name in ("p50", "p95", "p99")}}
 
 
 if __name__ == "__main__":

@@ -45,11 +45,13 @@ def init_app(app):
 
 
 def authenticate():
-    if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
+    path, headers = request.path, request.headers
+    if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
         return
-    if "Authorization" not in request.headers and "token" in request.args and _takes_tokens():
+    authorization = headers.get("Authorization")
+    if authorization is None and "token" in request.args and _takes_tokens():
         return  # the view checks the token (a browser's CDP URL: clients that cannot set headers)
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Missing or malformed Authorization header; expected 'Bearer <api key>'.")
@@ -61,7 +63,7 @@ def authenticate():
     if key.is_expired:
         raise unauthorized("This API key has expired.")
     g.api_key, g.org = key, key.org
-    g.project = resolve_project(key)
+    g.project = resolve_project(key, headers)
 
 
 def takes_tokens(view):
@@ -79,10 +81,10 @@ def _live(project):
     return project is not None and project.id is not None and project.status == ACTIVE
 
 
-def resolve_project(key):
+def resolve_project(key, headers):
     """The project a request acts in: headers, else the key's project, else the org default."""
-    by_id = request.headers.get("X-Kernel-Project-Id")
-    by_ref = request.headers.get("X-Kernel-Project")
+    by_id = headers.get("X-Kernel-Project-Id")
+    by_ref = headers.get("X-Kernel-Project")
     named = []
     if by_id:
         named.append(matching(Project, "org", "id", null=("deleted_at",)).first(key.org_id, by_id))

@@ -4,6 +4,7 @@ import functools
 import itertools
 import weakref
 from contextlib import contextmanager
+from operator import itemgetter
 from urllib.parse import urlparse
 
 from peewee import (
@@ -11,6 +12,7 @@ from peewee import (
     DateTimeField,
     Field,
     FieldAccessor,
+    FieldAlias,
     ForeignKeyAccessor,
     ForeignKeyField,
     IntegerField,
@@ -43,32 +45,56 @@ def _returns_read_value(field):
             and type(field).adapt in (_StringField.adapt, IntegerField.adapt))
 
 
-def _column_plan(model, indexed_names):
-    """Split a row's (index, name, converter) columns into those that are plain fields of
-    `model`, stored straight into the instance's data, and the rest, set as attributes;
-    a converter that would give back the value read is dropped."""
-    fields, others = [], []
-    for idx, name, converter in indexed_names:
-        field = model._meta.fields.get(name)
-        if field is not None and getattr(converter, "__self__", None) is field and _returns_read_value(field):
-            converter = None
-        plain = field is not None and type(model.__dict__.get(name)) in PLAIN_ACCESSORS
-        (fields if plain else others).append((idx, name, converter))
-    return tuple(fields), tuple(others)
+def _picker(indexes):
+    """A function giving the tuple of a row's values at `indexes` (itemgetter, always a tuple)."""
+    if len(indexes) == 1:
+        (only,) = indexes
+        return lambda row: (row[only],)
+    return itemgetter(*indexes) if indexes else (lambda row: ())
 
 
-def _instance(model, row, fields, others):
-    """A model instance as peewee builds it from a row (no defaults, nothing dirty), without
-    going through a descriptor per column."""
-    instance = model.__new__(model)
-    instance.__data__ = {name: (row[idx] if convert is None else convert(row[idx]))
-                         for idx, name, convert in fields}
-    instance._dirty = set()
-    instance.__rel__ = {}
-    for idx, name, convert in others:
-        setattr(instance, name, row[idx] if convert is None else convert(row[idx]))
-    instance._dirty.clear()
-    return instance
+def _unaliased(converter):
+    """A converter of an aliased model's column calls its field's: the field's own is the same."""
+    owner = getattr(converter, "__self__", None)
+    if isinstance(owner, FieldAlias) and converter.__func__ is FieldAlias.python_value:
+        return owner.field.python_value
+    return converter
+
+
+class _InstanceBuilder:
+    """Builds instances of `model` from rows as peewee does (no defaults, nothing dirty), without a
+    descriptor call per column: the values of plain fields go straight into the instance's data,
+    converted where the field converts what the driver read; other columns are set as attributes."""
+
+    def __init__(self, model, indexed_names):
+        self.model = model
+        names, indexes, self.converted, self.others = [], [], [], []
+        for idx, name, converter in indexed_names:
+            converter = _unaliased(converter)
+            field = model._meta.fields.get(name)
+            if field is not None and getattr(converter, "__self__", None) is field and _returns_read_value(field):
+                converter = None
+            if field is None or type(model.__dict__.get(name)) not in PLAIN_ACCESSORS:
+                self.others.append((idx, name, converter))
+            elif converter is None:
+                names.append(name)
+                indexes.append(idx)
+            else:
+                self.converted.append((idx, name, converter))
+        self.names, self.pick = tuple(names), _picker(indexes)
+
+    def __call__(self, row):
+        instance = self.model.__new__(self.model)
+        instance.__data__ = data = dict(zip(self.names, self.pick(row), strict=True))
+        for idx, name, convert in self.converted:
+            data[name] = convert(row[idx])
+        instance._dirty = set()
+        instance.__rel__ = {}
+        if self.others:
+            for idx, name, convert in self.others:
+                setattr(instance, name, row[idx] if convert is None else convert(row[idx]))
+            instance._dirty.clear()
+        return instance
 
 
 class _SingleModelRows(ModelObjectCursorWrapper):
@@ -76,15 +102,9 @@ class _SingleModelRows(ModelObjectCursorWrapper):
 
     def initialize(self):
         super().initialize()
-        self._plan = None
         if self.is_model and self.constructor.__init__ is Model.__init__:
-            self._plan = _column_plan(self.constructor, [
+            self.process_row = _InstanceBuilder(self.constructor, [
                 (idx, self.unique_columns[idx], self.converters[idx]) for idx in range(self.ncols)])
-
-    def process_row(self, row):
-        if self._plan is None:
-            return super().process_row(row)
-        return _instance(self.constructor, row, *self._plan)
 
 
 class _JoinedRows(ModelCursorWrapper):
@@ -102,24 +122,17 @@ class _JoinedRows(ModelCursorWrapper):
             columns_of.setdefault(owner, []).append((idx, column, converter))
             indexes_of.setdefault(key, []).append(idx)
         # Which joined models the row holds anything of decides which links are made.
-        self._presence = tuple((key, tuple(indexes)) for key, indexes in indexes_of.items())
+        self._presence = tuple((key, _picker(indexes), len(indexes)) for key, indexes in indexes_of.items())
         self._plan = tuple(
-            (key, constructor, is_model,
-             _column_plan(constructor, columns_of.get(key, [])) if is_model else (tuple(columns_of.get(key, [])), ()))
+            (key, _InstanceBuilder(constructor, columns_of.get(key, [])) if is_model
+             else functools.partial(_row_dict, tuple(columns_of.get(key, []))))
             for key, constructor, is_model in self._constructor_list)
 
     def process_row(self, row):
         if self._plan is None:
             return super().process_row(row)
-        objects = {}
-        filled = {key for key, indexes in self._presence if any(row[idx] is not None for idx in indexes)}
-        for key, constructor, is_model, (fields, others) in self._plan:
-            if is_model:
-                objects[key] = _instance(constructor, row, fields, others)
-            else:
-                objects[key] = {name: (row[idx] if convert is None else convert(row[idx]))
-                                for idx, name, convert in fields}
-        self._link(objects, filled)
+        objects = {key: build(row) for key, build in self._plan}
+        self._link(objects, {key for key, pick, count in self._presence if pick(row).count(None) < count})
         return objects[self.model]
 
     def _link(self, objects, filled):
@@ -144,8 +157,12 @@ class _JoinedRows(ModelCursorWrapper):
                 source._dirty.discard(attr)
 
 
+def _row_dict(columns, row):
+    return {name: (row[idx] if convert is None else convert(row[idx])) for idx, name, convert in columns}
+
+
 class Select(ModelSelect):
-    """Model queries whose rows skip peewee's per-column descriptor calls (see _instance)."""
+    """Model queries whose rows skip peewee's per-column descriptor calls (see _InstanceBuilder)."""
 
     def _get_model_cursor_wrapper(self, cursor):
         if len(self._from_list) == 1 and not self._joins:
@@ -276,22 +293,28 @@ class CompiledQuery:
         shape = self._shape(params, options)
         if shape is None:
             return self._build(*params, **options).scalar()
-        with shape.cursor(params) as cursor:
+        cursor = shape.execute(params)
+        try:
             row = cursor.fetchone()
+        finally:
+            cursor.close()
         return row[0] if row else None
 
     def _fetch(self, params, options, limit=None):
         shape = self._shape(params, options)
         if shape is None:
             return list(itertools.islice(self._build(*params, **options).execute(), limit))
-        with shape.cursor(params) as cursor:
+        cursor = shape.execute(params)
+        try:
             if shape.read_row is None:
                 rows = shape.query._get_cursor_wrapper(cursor)
                 found = list(itertools.islice(rows, limit))
                 if rows.initialized:
                     shape.read_row = _row_reader(rows)
                 return found
-            return [shape.read_row(row) for row in (cursor.fetchall() if limit is None else cursor.fetchmany(limit))]
+            return list(map(shape.read_row, cursor.fetchall() if limit is None else cursor.fetchmany(limit)))
+        finally:
+            cursor.close()
 
     def pages(self, *params, **options):
         """The page fetcher paging.page() takes: rows for a limit and an offset, the last two
@@ -353,15 +376,10 @@ class _Shape:
                 return None
         return cls(query, sql, tuple(sources))
 
-    @contextmanager
-    def cursor(self, params):
-        """The shape's SQL run with `params`; the cursor is closed after (an unfinished SQLite
-        statement would otherwise hold its read snapshot until the cursor is collected)."""
-        cursor = db.obj.execute_sql(self.sql, self.arguments(params))
-        try:
-            yield cursor
-        finally:
-            cursor.close()
+    def execute(self, params):
+        """The cursor of the shape's SQL run with `params`. The caller closes it: an unfinished SQLite
+        statement would otherwise hold its read snapshot until the cursor is collected."""
+        return db.obj.execute_sql(self.sql, self.arguments(params))
 
     def arguments(self, params):
         return [constant if index is None else params[index] for index, constant in self.sources]

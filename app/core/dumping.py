@@ -11,7 +11,10 @@ Schemas with dump hooks or their own accessor keep marshmallow's dump; fields
 that read nothing, a dotted path, or in their own way go through marshmallow's
 serialize.
 """
+import json
+
 import marshmallow as ma
+from flask.json.provider import DefaultJSONProvider
 from marshmallow.decorators import POST_DUMP, PRE_DUMP
 from marshmallow.utils import missing
 
@@ -84,3 +87,20 @@ class _Dump:
                 value = field._serialize(value, name, obj)
             out[key] = value
         return out
+
+
+class JsonProvider(DefaultJSONProvider):
+    """Flask's JSON, with the encoder of compact responses built once: json.dumps builds a new
+    encoder on every call that passes options, which a small response pays more for than its encoding."""
+
+    COMPACT = {"separators": (",", ":")}
+
+    def __init__(self, app):
+        super().__init__(app)
+        self._compact = json.JSONEncoder(default=self.default, ensure_ascii=self.ensure_ascii,
+                                         sort_keys=self.sort_keys, **self.COMPACT)
+
+    def dumps(self, obj, **kwargs):
+        if kwargs == self.COMPACT:
+            return self._compact.encode(obj)
+        return super().dumps(obj, **kwargs)

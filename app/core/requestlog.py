@@ -52,6 +52,16 @@ class JsonFormatter(logging.Formatter):
 FORMATTERS = {"text": TextFormatter, "json": JsonFormatter}
 
 
+def skip_unused_record_fields():
+    """No record gathers what neither format writes: the calling file and line (a walk up the
+    stack), thread and multiprocessing names. The switches are logging's own ("Optimization" in
+    its HOWTO); they cost a tenth of a read's time in the access log line. Only for the logging
+    Lantern sets up itself, whose formats are the ones above."""
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
+
+
 def init_app(app):
     if app.config["LOG_FORMAT"] not in FORMATTERS:
         raise ValueError(f"LOG_FORMAT must be one of {sorted(FORMATTERS)}, "
@@ -60,6 +70,7 @@ def init_app(app):
         handler = logging.StreamHandler()
         handler.setFormatter(FORMATTERS[app.config["LOG_FORMAT"]]())
         logging.basicConfig(level=app.config["LOG_LEVEL"], handlers=[handler])
+        skip_unused_record_fields()
 
     @app.before_request
     def start_timer():
@@ -68,8 +79,9 @@ def init_app(app):
 
     @app.after_request
     def log_request(response):
+        request_id = g.get("request_id", "")
         elapsed_ms = (time.perf_counter() - g.get("request_started", time.perf_counter())) * 1000
-        response.headers["X-Request-Id"] = g.get("request_id", "")
+        response.headers["X-Request-Id"] = request_id
         logger.info("%s %s %s %.1fms request_id=%s", request.method, request.path,
-                    response.status_code, elapsed_ms, g.get("request_id"))
+                    response.status_code, elapsed_ms, request_id)
         return response
