@@ -407,12 +407,14 @@ def record(session):
 
 
 def public_telemetry(config):
-    """The record's telemetry: export destinations are ids there (an object in requests)."""
-    out = json.loads(json.dumps(config))
-    destination = ((out.get("export") or {}).get("otlp") or {}).get("destination")
-    if isinstance(destination, dict):
-        out["export"]["otlp"]["destination"] = destination.get("id") or destination.get("name")
-    return out
+    """The record's telemetry: export destinations are ids there (an object in requests).
+    `config` is left as it is."""
+    otlp = (config.get("export") or {}).get("otlp") or {}
+    destination = otlp.get("destination")
+    if not isinstance(destination, dict):
+        return config
+    public_otlp = {**otlp, "destination": destination.get("id") or destination.get("name")}
+    return {**config, "export": {**config["export"], "otlp": public_otlp}}
 
 
 def of_invocation(invocation):

@@ -46,6 +46,7 @@ def init_app(app):
 
 def authenticate():
     path, headers = request.path, request.headers
+    context = g._get_current_object()  # one lookup of the request's globals for the three set below
     if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
         return
     authorization = headers.get("Authorization")
@@ -62,8 +63,8 @@ def authenticate():
         raise unauthorized("Invalid API key.")
     if key.is_expired:
         raise unauthorized("This API key has expired.")
-    g.api_key, g.org = key, key.org
-    g.project = resolve_project(key, headers)
+    context.api_key, context.org = key, key.org
+    context.project = resolve_project(key, headers)
 
 
 def takes_tokens(view):

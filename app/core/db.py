@@ -64,7 +64,8 @@ def _unaliased(converter):
 class _InstanceBuilder:
     """Builds instances of `model` from rows as peewee does (no defaults, nothing dirty), without a
     descriptor call per column: the values of plain fields go straight into the instance's data,
-    converted where the field converts what the driver read; other columns are set as attributes."""
+    converted where the field converts what the driver read (NULL stays None, as every field of
+    peewee's and ours gives it back); other columns are set as attributes."""
 
     def __init__(self, model, indexed_names):
         self.model = model
@@ -87,7 +88,8 @@ class _InstanceBuilder:
         instance = self.model.__new__(self.model)
         instance.__data__ = data = dict(zip(self.names, self.pick(row), strict=True))
         for idx, name, convert in self.converted:
-            data[name] = convert(row[idx])
+            value = row[idx]
+            data[name] = None if value is None else convert(value)
         instance._dirty = set()
         instance.__rel__ = {}
         if self.others:

@@ -18,8 +18,9 @@ org_limits_blp = Blueprint("org_limits", __name__, url_prefix="/org/limits",
 
 def visible_key(key_id, include_deleted=False):
     """A key of the caller's organization (and project, for a scoped caller), or 404."""
-    key = ApiKey.in_org(g.org.id, key_id)
-    scoped_out = g.api_key.project_id is not None and key is not None and key.project_id != g.api_key.project_id
+    caller = g.api_key
+    key = ApiKey.in_org(caller.org_id, key_id)
+    scoped_out = caller.project_id is not None and key is not None and key.project_id != caller.project_id
     if key is None or scoped_out or (key.deleted_at is not None and not include_deleted):
         raise not_found(f"API key {key_id!r} not found.")
     return key

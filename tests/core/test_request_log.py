@@ -44,3 +44,21 @@ def test_a_traceback_cannot_start_a_line_of_its_own(formatter):
 def test_an_unknown_log_format_is_refused(make_app):
     with pytest.raises(ValueError, match="LOG_FORMAT"):
         make_app(LOG_FORMAT="xml")
+
+
+def test_the_text_format_writes_the_time_as_logging_does():
+    ours, logging_own = TextFormatter(), logging.Formatter()
+    for created in (1_700_000_000.123, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_000.5):
+        record = logging.LogRecord("app", logging.INFO, __file__, 1, "x", None, None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.formatTime(record) == logging_own.formatTime(record)
+
+
+def test_a_request_id_is_echoed_or_made_up_anew(caplog, client):
+    caplog.set_level("INFO", logger="app.requests")
+    given = client.get("/org/limits", headers={"X-Request-Id": "mine-1"})
+    made = [client.get("/org/limits").headers["X-Request-Id"] for _ in range(2)]
+    assert given.headers["X-Request-Id"] == "mine-1"
+    assert all(len(id_) == 24 for id_ in made) and made[0] != made[1]
+    logged = [r.getMessage() for r in caplog.records if r.name == "app.requests"]
+    assert [line.rsplit("request_id=", 1)[1] for line in logged] == ["mine-1", *made]
