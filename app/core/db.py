@@ -271,9 +271,9 @@ class CompiledQuery:
     adds wildcards), and a call with a parameter of another type (a dict), are
     built afresh instead. Options name shapes, so each takes a few values only.
 
-    The rows are built by the cursor wrapper of the shape's first execution that
-    read a row, so they form the same model graph as executing the query itself
-    would; later executions hand it the driver's rows directly.
+    The rows are built by the cursor wrapper of the shape's first execution, so
+    they form the same model graph as executing the query itself would; later
+    executions hand it the driver's rows directly.
     """
 
     def __init__(self, build):
@@ -309,9 +309,12 @@ class CompiledQuery:
         try:
             if shape.read_row is None:
                 rows = shape.query._get_cursor_wrapper(cursor)
+                # Set up from the cursor's description now, not at the first row: a query that
+                # finds nothing (an overdue check) needs no new wrapper on every later call either.
+                rows.initialize()
+                rows.initialized = True
                 found = list(itertools.islice(rows, limit))
-                if rows.initialized:
-                    shape.read_row = _row_reader(rows)
+                shape.read_row = _row_reader(rows)
                 return found
             return list(map(shape.read_row, cursor.fetchall() if limit is None else cursor.fetchmany(limit)))
         finally:
@@ -337,7 +340,7 @@ class CompiledQuery:
 
 
 def _row_reader(rows):
-    """The row builder of a cursor wrapper that has read a row: its set-up (which column goes to
+    """The row builder of a cursor wrapper that is set up: its set-up (which column goes to
     which model of the join) depends only on the query, so it builds every later row of it."""
     rows.cursor, rows.row_cache = None, []
     return rows.process_row

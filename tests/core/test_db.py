@@ -117,3 +117,22 @@ def test_rows_are_built_as_peewee_builds_them(app, make_org):
             ours = list(query._get_model_cursor_wrapper(db.obj.execute_sql(sql, params)))
             theirs = list(ModelSelect._get_model_cursor_wrapper(query, db.obj.execute_sql(sql, params)))
             assert ours and [_graph(row) for row in ours] == [_graph(row) for row in theirs], sql
+
+
+def test_a_compiled_query_that_first_found_nothing_builds_later_rows_as_peewee_does(app, make_org):
+    """The row builder is set up by the shape's first execution even when it read no row."""
+    from peewee import ModelSelect
+
+    from app.core.auth import _key_with_home_project, key_with_home_project
+    from app.orgs.models import hash_key
+
+    compiled = CompiledQuery(_key_with_home_project)
+    with app.app_context(), db.connection_context():
+        assert compiled.first(hash_key("sk_nobody")) is None
+        assert compiled._shape(("x",), {}).read_row is not None
+        owner = make_org()
+        ours = compiled.first(hash_key(owner.plaintext))
+        query = _key_with_home_project(hash_key(owner.plaintext))
+        theirs = list(ModelSelect._get_model_cursor_wrapper(query, db.obj.execute_sql(*query.sql())))
+        assert _graph(ours) == _graph(theirs[0]) and ours.home_project.id is not None
+        assert _graph(key_with_home_project.first(hash_key(owner.plaintext))) == _graph(ours)
