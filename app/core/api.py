@@ -51,12 +51,31 @@ def query_defaults(schema):
         return None
 
 
+# webargs use_args options that Blueprint.arguments leaves to webargs' own wrapper.
+USE_ARGS_OPTIONS = {"unknown", "as_kwargs", "arg_name", "validate", "error_status_code", "error_headers"}
+
+
 class Blueprint(flask_smorest.Blueprint):
     ARGUMENTS_PARSER = ArgumentsParser()
 
     def arguments(self, schema, **kwargs):
         # Given a class, webargs builds a schema per request; one instance serves every request.
-        return super().arguments(resolve_schema_instance(schema), **kwargs)
+        schema = resolve_schema_instance(schema)
+        document = super().arguments(schema, **kwargs)
+        location = kwargs.get("location", "json")  # flask-smorest's default
+
+        def decorator(func):
+            documented = document(func)
+            if set(kwargs) & USE_ARGS_OPTIONS or inspect.iscoroutinefunction(func):
+                return documented
+
+            @functools.wraps(documented)
+            def parse_then_call(*args, **view_args):
+                # webargs' and flask-smorest's wrappers in one, for the options all Lantern views use:
+                # the parsed arguments follow the view's positional arguments.
+                return func(*args, self.ARGUMENTS_PARSER.parse(schema, location=location), **view_args)
+            return parse_then_call
+        return decorator
 
     def response(self, status_code, schema=None, **kwargs):
         schema = resolve_schema_instance(schema)
