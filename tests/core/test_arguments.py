@@ -41,3 +41,36 @@ def test_each_request_gets_its_own_copy_of_the_defaults(app):
         assert parser.parse(schema, location="query") == {"limit": 20, "status": "active"}
     with app.test_request_context("/anything?limit=5"):
         assert parser.parse(schema, location="query") == {"limit": 5, "status": "active"}
+
+
+def test_views_get_their_arguments_after_their_own_as_webargs_gives_them(app):
+    """Blueprint.arguments parses in one wrapper for the usual options; other webargs options keep
+    webargs' wrapper; both hand the view what webargs would, and 400 for invalid input."""
+    from flask import Flask
+    from flask.views import MethodView
+
+    from app.core.api import Api, Blueprint
+
+    blp = Blueprint("things", __name__, url_prefix="/things")
+
+    @blp.route("/<thing_id>")
+    class Thing(MethodView):
+        @blp.arguments(Plain, location="query")
+        @blp.response(200)
+        def get(self, args, thing_id):
+            return {"args": args, "thing_id": thing_id}
+
+        @blp.arguments(Plain, location="query", as_kwargs=True)
+        @blp.response(200)
+        def delete(self, thing_id, **args):
+            return {"args": args, "thing_id": thing_id}
+
+    standalone = Flask(__name__)
+    standalone.config.update(API_TITLE="t", API_VERSION="1", OPENAPI_VERSION="3.0.3")
+    Api(standalone).register_blueprint(blp)
+    client = standalone.test_client()
+    assert client.get("/things/a?limit=3").json == {"args": {"limit": 3, "status": "active"}, "thing_id": "a"}
+    assert client.delete("/things/b?name=x").json == {
+        "args": {"limit": 20, "status": "active", "name": "x"}, "thing_id": "b"}
+    assert client.get("/things/c?limit=many").status_code == 400
+    assert Thing.get.__name__ == "get" and "_apidoc" in vars(Thing.get)
