@@ -46,7 +46,6 @@ def init_app(app):
 
 def authenticate():
     path, headers = request.path, request.headers
-    context = g._get_current_object()  # one lookup of the request's globals for the three set below
     if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
         return
     authorization = headers.get("Authorization")
@@ -63,6 +62,7 @@ def authenticate():
         raise unauthorized("Invalid API key.")
     if key.is_expired:
         raise unauthorized("This API key has expired.")
+    context = g._get_current_object()  # one lookup of the request's globals for the three set here
     context.api_key, context.org = key, key.org
     context.project = resolve_project(key, headers)
 
