@@ -4,7 +4,6 @@ import functools
 import itertools
 import weakref
 from contextlib import contextmanager
-from operator import itemgetter
 from urllib.parse import urlparse
 
 from peewee import (
@@ -36,6 +35,16 @@ db = DatabaseProxy()
 PLAIN_ACCESSORS = (FieldAccessor, ForeignKeyAccessor)
 
 
+def stored_as(kind, attribute):
+    """The key of `__data__` whose value `attribute` of `kind`'s instances gives back unchanged (a
+    model's own column, read by peewee's plain descriptor), else None."""
+    if not (isinstance(kind, type) and issubclass(kind, Model)):
+        return None
+    owner = next((klass for klass in kind.__mro__ if attribute in vars(klass)), None)
+    accessor = vars(owner)[attribute] if owner is not None else None
+    return accessor.name if type(accessor) is FieldAccessor else None
+
+
 def _returns_read_value(field):
     """True when `field` gives back the value both drivers read for it unchanged: text
     columns read as str, integer columns as int."""
@@ -43,14 +52,6 @@ def _returns_read_value(field):
         return type(field).python_value is ForeignKeyField.python_value and _returns_read_value(field.rel_field)
     return (type(field).python_value is Field.python_value
             and type(field).adapt in (_StringField.adapt, IntegerField.adapt))
-
-
-def _picker(indexes):
-    """A function giving the tuple of a row's values at `indexes` (itemgetter, always a tuple)."""
-    if len(indexes) == 1:
-        (only,) = indexes
-        return lambda row: (row[only],)
-    return itemgetter(*indexes) if indexes else (lambda row: ())
 
 
 def _unaliased(converter):
@@ -113,7 +114,6 @@ class _JoinedRows(ModelCursorWrapper):
 
     def initialize(self):
         super().initialize()
-        self._plan = None
         if any(is_model and constructor.__init__ is not Model.__init__
                for _, constructor, is_model in self._constructor_list):
             return  # a model that builds itself: peewee's way
@@ -122,40 +122,49 @@ class _JoinedRows(ModelCursorWrapper):
             owner = key if key in self.key_to_constructor else self.model
             columns_of.setdefault(owner, []).append((idx, column, converter))
             indexes_of.setdefault(key, []).append(idx)
-        # Which joined models the row holds anything of decides which links are made.
-        self._presence = tuple((key, _picker(indexes), len(indexes)) for key, indexes in indexes_of.items())
-        self._plan = tuple(
-            (key, _instance_builder(constructor, columns_of.get(key, [])) if is_model
-             else functools.partial(_row_dict, tuple(columns_of.get(key, []))))
-            for key, constructor, is_model in self._constructor_list)
+        builders = [(key, _instance_builder(constructor, columns_of.get(key, [])) if is_model
+                     else functools.partial(_row_dict, tuple(columns_of.get(key, []))))
+                    for key, constructor, is_model in self._constructor_list]
+        if self.model in dict(builders) and all(src in dict(builders) for src, *_ in self.src_to_dest):
+            self.process_row = self._row_linker(builders, indexes_of)
 
-    def process_row(self, row):
-        if self._plan is None:
-            return super().process_row(row)
-        objects = {key: build(row) for key, build in self._plan}
-        self._link(objects, {key for key, pick, count in self._presence if pick(row).count(None) < count})
-        return objects[self.model]
-
-    def _link(self, objects, filled):
-        """Attach each joined instance to its source, as ModelCursorWrapper.process_row does:
-        an outer join that matched nothing gives None; a reference verified absent stays an id."""
+    def _row_linker(self, builders, indexes_of):
+        """A function building a row's instances and linking each joined one to its source, as
+        ModelCursorWrapper.process_row does: an outer join that matched nothing gives None; a
+        reference verified absent stays an id. Which joined models the row holds anything of
+        decides which links are made. Its source is written for the query's joins (see
+        _instance_builder); only indexes and the joins' attribute names are written into it."""
+        number = {key: n for n, (key, _) in enumerate(builders)}
+        namespace = {f"build_{n}": build for n, (_, build) in enumerate(builders)}
+        lines = ["def process_row(row):", *(f"    o_{n} = build_{n}(row)" for n in range(len(builders)))]
+        filled = {}
+        for n, (key, indexes) in enumerate(indexes_of.items()):
+            filled[key] = f"f_{n}"
+            lines.append(f"    f_{n} = {' or '.join(f'row[{idx}] is not None' for idx in indexes)}")
         for src, attr, dest, is_dict, is_outer, is_fk in self.src_to_dest:
-            source, joined = objects.get(src), objects.get(dest)
-            if joined is None and dest not in objects:
+            if dest not in number:
                 continue
-            if dest not in filled and not (self._dest_reachable.get(dest, frozenset()) & filled):
-                if not is_outer:
-                    continue
-                joined = None
-            if src not in filled and dest not in filled and is_outer:
-                continue
-            if is_dict:
-                source[attr] = joined
-            elif is_fk and joined is None:
-                source.__rel__[attr] = None
+            source, joined = f"o_{number[src]}", f"o_{number[dest]}"
+            reached = [filled[key] for key in (dest, *self._dest_reachable.get(dest, ())) if key in filled]
+            reached = " or ".join(reached) or "False"
+            if is_outer:
+                lines += [f"    if {filled.get(src, 'False')} or {filled.get(dest, 'False')}:",
+                          f"        joined = {joined} if {reached} else None"]
+                joined = "joined"
             else:
-                setattr(source, attr, joined)
-                source._dirty.discard(attr)
+                lines.append(f"    if {reached}:")
+            if is_dict:
+                lines.append(f"        {source}[{attr!r}] = {joined}")
+                continue
+            attach = [f"setattr({source}, {attr!r}, {joined})", f"{source}._dirty.discard({attr!r})"]
+            if is_fk and is_outer:
+                lines += [f"        if {joined} is None:", f"            {source}.__rel__[{attr!r}] = None",
+                          "        else:", *(f"            {line}" for line in attach)]
+            else:
+                lines += [f"        {line}" for line in attach]
+        lines.append(f"    return o_{number[self.model]}")
+        exec(compile("\n".join(lines), f"<rows of {self.model.__name__} joined>", "exec"), namespace)
+        return namespace["process_row"]
 
 
 def _row_dict(columns, row):
