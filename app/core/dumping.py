@@ -10,6 +10,11 @@ the field's own _serialize: the output is marshmallow's, field for field.
 Schemas with dump hooks or their own accessor keep marshmallow's dump; fields
 that read nothing, a dotted path, or in their own way go through marshmallow's
 serialize.
+
+The dump of one object is a function written for the schema's fields and the
+object's type (as the row builders in app/core/db.py are for a query's columns):
+a dict's values are read by key, a model's stored columns straight from its
+data, anything else by attribute.
 """
 import json
 
@@ -17,6 +22,8 @@ import marshmallow as ma
 from flask.json.provider import DefaultJSONProvider
 from marshmallow.decorators import POST_DUMP, PRE_DUMP
 from marshmallow.utils import missing
+
+from app.core.db import stored_as
 
 # Field types whose _serialize returns a value of exactly this type unchanged.
 PASS_THROUGH = {ma.fields.String: str, ma.fields.Integer: int, ma.fields.Boolean: bool}
@@ -62,31 +69,57 @@ def _value(obj, key):
 class _Dump:
     def __init__(self, schema, plan):
         self.many, self.get_attribute, self.plan = schema.many, schema.get_attribute, plan
+        self.by_type = {}
 
     def __call__(self, obj, *, many=None):
         many = self.many if many is None else bool(many)
+        by_type = self.by_type
         if many and obj is not None:
-            return [self.one(item) for item in obj]
-        return self.one(obj)
+            return [(by_type.get(type(item)) or self._write(type(item)))(item) for item in obj]
+        return (by_type.get(type(obj)) or self._write(type(obj)))(obj)
 
-    def one(self, obj):
-        out = {}
-        for key, name, source, field, passes, own_way in self.plan:
+    def _write(self, kind):
+        """The function dumping one object of type `kind`, written for the plan's fields."""
+        namespace = {"missing": missing, "value_of": _value, "get_attribute": self.get_attribute}
+        lines = ["def dump(obj):", "    out = {}"]
+        reads_data = False
+        for idx, (key, name, source, field, passes, own_way) in enumerate(self.plan):
+            namespace[f"field_{idx}"] = field
             if own_way:
-                value = field.serialize(name, obj, accessor=self.get_attribute)
-                if value is not missing:
-                    out[key] = value
+                lines += [f"    value = field_{idx}.serialize({name!r}, obj, accessor=get_attribute)",
+                          "    if value is not missing:",
+                          f"        out[{key!r}] = value"]
                 continue
-            value = _value(obj, source)
-            if value is missing:
+            column = stored_as(kind, source)
+            reads_data = reads_data or column is not None
+            if column is not None:
+                lines.append(f"    value = data.get({column!r})")  # as peewee's descriptor reads it
+            elif kind is dict:
+                lines.append(f"    value = obj[{source!r}] if {source!r} in obj else getattr(obj, {source!r}, missing)")
+            elif any("__getitem__" in vars(klass) for klass in kind.__mro__):  # the instances' own, not a metaclass's
+                lines.append(f"    value = value_of(obj, {source!r})")
+            else:
+                lines.append(f"    value = getattr(obj, {source!r}, missing)")
+            indent = "    "
+            if column is None:
                 default = field.dump_default
-                value = default() if callable(default) else default
-                if value is missing:
-                    continue
-            if value is None or type(value) is not passes:
-                value = field._serialize(value, name, obj)
-            out[key] = value
-        return out
+                if default is not missing:
+                    namespace[f"default_{idx}"] = default
+                    lines += ["    if value is missing:",
+                              f"        value = default_{idx}{'()' if callable(default) else ''}"]
+                lines.append("    if value is not missing:")
+                indent += "    "
+            serialized = f"field_{idx}._serialize(value, {name!r}, obj)"
+            if passes is not None:
+                namespace[f"passes_{idx}"] = passes
+                serialized = f"value if type(value) is passes_{idx} else {serialized}"
+            lines.append(f"{indent}out[{key!r}] = {serialized}")
+        if reads_data:
+            lines.insert(1, "    data = obj.__data__")
+        lines.append("    return out")
+        exec(compile("\n".join(lines), f"<dump of {kind.__name__}>", "exec"), namespace)
+        self.by_type[kind] = namespace["dump"]
+        return namespace["dump"]
 
 
 class JsonProvider(DefaultJSONProvider):

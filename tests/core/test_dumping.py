@@ -3,6 +3,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 import marshmallow as ma
+import peewee
 import pytest
 
 from app.core import dumping
@@ -70,6 +71,66 @@ def test_many_and_nested_schemas_are_sped_up():
     rows = [FULL, SimpleNamespace(**FULL), {}]
     assert fast.dump(rows) == ma.Schema.dump(Everything(many=True), rows)
     assert fast.dump(FULL, many=False) == ma.Schema.dump(Everything(), FULL)
+
+
+class Mapping:
+    """Not a dict, but read by key first, as marshmallow reads anything with __getitem__."""
+
+    def __init__(self, items, **attributes):
+        self.items_, self.__dict__ = items, {**attributes, "items_": items}
+
+    def __getitem__(self, key):
+        return self.items_[key]
+
+
+class Person(peewee.Model):
+    name = peewee.CharField()
+
+
+class Row(peewee.Model):
+    """A model instance: stored columns, a reference, properties and plain attributes."""
+    text = peewee.CharField()
+    number = peewee.IntegerField(null=True)
+    at = peewee.DateTimeField(null=True)
+    renamed_column = peewee.CharField(column_name="other_name")
+    creator_ref = peewee.ForeignKeyField(Person, null=True)
+
+    @property
+    def flag(self):
+        return self.number is not None
+
+    class Meta:
+        database = None
+
+
+class OfRows(ma.Schema):
+    text = ma.fields.String()
+    number = ma.fields.Integer(allow_none=True)
+    at = UtcDateTime(allow_none=True)
+    renamed = ma.fields.String(attribute="renamed_column")
+    flag = ma.fields.Boolean()
+    creator = ma.fields.Nested(Creator, allow_none=True)
+    creator_ref_id = ma.fields.Integer(allow_none=True)
+    absent = ma.fields.String()
+    defaulted = ma.fields.String(dump_default=lambda: "called")
+
+
+def test_models_mappings_and_mixed_lists_dump_as_marshmallow_dumps():
+    """Each type's dump is written for it: a model's stored columns are read from its data, a
+    dict's values by key, other mappings by marshmallow's own accessor; a list may mix them."""
+    model = Row(text="t", number=None, at=dt.datetime(2026, 11, 25, 1, 2, 3), renamed_column="r")
+    model.creator, model.creator_ref_id = SimpleNamespace(id="u9", name="Cy"), 4
+    partial = Row(text="only text")  # columns never set read as None, as peewee's descriptor gives them
+    rows = [model, partial, dict(FULL, renamed_column="d"), Mapping({"text": "m"}, number=5),
+            Mapping({}, text="attribute"), SimpleNamespace(text="plain"), model]
+    fast = OfRows(many=True)
+    dumping.speed_up(fast)
+    expected = ma.Schema.dump(OfRows(many=True), rows)
+    assert fast.dump(rows) == expected
+    assert fast.dump(rows) == expected  # the written dumps, now cached per type
+    assert set(fast.dump.by_type) == {Row, dict, Mapping, SimpleNamespace}
+    assert expected[0]["renamed"] == "r" and expected[0]["creator_ref_id"] == 4 and expected[0]["flag"] is False
+    assert expected[1]["number"] is None and expected[4]["text"] == "attribute" and expected[3]["number"] == 5
 
 
 def test_schemas_with_dump_hooks_keep_marshmallows_dump():
