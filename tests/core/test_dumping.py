@@ -1,10 +1,16 @@
 """The fast response dump gives what marshmallow's dump gives, field for field."""
+import dataclasses
 import datetime as dt
+import decimal
+import json
+import uuid
 from types import SimpleNamespace
 
 import marshmallow as ma
 import peewee
 import pytest
+from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from app.core import dumping
 from app.core.fields import UtcDateTime
@@ -145,3 +151,29 @@ def test_schemas_with_dump_hooks_keep_marshmallows_dump():
     dumping.speed_up(schema)
     assert "dump" not in vars(schema)
     assert schema.dump({"text": "x"}) == {"text": "x", "hooked": True}
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+@pytest.mark.parametrize("value", [
+    {"b": [1, 2.5, None, True], "a": {"z": "text", "y": ""}},
+    {"at": dt.datetime(2026, 11, 25, 12, 0, 1)},  # Flask's default: an HTTP date
+    {"point": Point(3)},
+    {"id": uuid.UUID(int=5), "amount": decimal.Decimal("1.50")},
+    {"big": 2**70},  # beyond orjson's 64 bits: the json module writes it
+    {"lone": "\ud800"},
+    {1: "a key that is not a string"},
+    {"text": "é ☃ \u2028"},
+], ids=["plain", "datetime", "dataclass", "uuid-decimal", "big-int", "lone-surrogate", "int-key", "non-ascii"])
+def test_compact_responses_hold_the_value_flask_writes(value):
+    app = Flask(__name__)
+    ours, flasks = dumping.JsonProvider(app), DefaultJSONProvider(app)
+    with app.app_context():
+        written, expected = ours.dumps(value, **ours.COMPACT), flasks.dumps(value, **ours.COMPACT)
+    assert json.loads(written) == json.loads(expected)
+    assert written == expected or not written.isascii()  # only non-ASCII text is spelled otherwise
+    with pytest.raises(TypeError), app.app_context():
+        ours.dumps({"what": object()}, **ours.COMPACT)
