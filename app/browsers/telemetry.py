@@ -6,7 +6,6 @@ ring buffer in this process (streams.telemetry_buffers), which feeds live stream
 A worker that did not ingest an event fills its buffer from the archive when a
 stream there finds the session's last_seq ahead of it (`catch_up`).
 """
-import json
 import sys
 import threading
 from datetime import timedelta
@@ -20,6 +19,7 @@ from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, periodic, sse
 from app.core.db import db, exclusive
+from app.core.dumping import ascii_json
 from app.streams import channels, telemetry_buffers
 
 PRUNE_CHUNK = 5000
@@ -104,7 +104,7 @@ def _archive(session_id, first_seq, ts_high, events, now):
     rows, entries = [], []
     received_at = TelemetryEvent.received_at.db_value(now)
     for seq, event in enumerate(events, start=first_seq):
-        body = _compact_json(event)
+        body = ascii_json(event)
         ts_high = max(ts_high, event["ts"])
         rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], body, received_at))
         # Interned: the buffer then holds one copy of each type name, not one per event.
@@ -114,8 +114,6 @@ def _archive(session_id, first_seq, ts_high, events, now):
     return entries, ts_high
 
 
-# json.dumps with any option builds an encoder per call; the archive encodes every event.
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode
 ARCHIVE_COLUMNS = ("session_id", "seq", "ts", "ts_high", "category", "type", "body", "received_at")
 
 

@@ -3,13 +3,13 @@
 Every data frame is one JSON document (the SDK json-decodes each frame);
 resumable frames carry `id:`; keepalives are comment lines, which the SDK ignores.
 """
-import json
 import select
 import socket
 
 from flask import Response, g, request
 
 from app.core import clock, streamslots
+from app.core.dumping import ascii_json
 
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAM_DOC = {"type": "string", "description": "text/event-stream; each data: line is one JSON document"}
@@ -18,7 +18,7 @@ IDLE = object()
 
 
 def frame(data, event_id=None):
-    return serialized_frame(json.dumps(data, separators=(",", ":")), event_id)
+    return serialized_frame(ascii_json(data), event_id)
 
 
 def serialized_frame(json_text, event_id=None):

@@ -177,3 +177,17 @@ def test_compact_responses_hold_the_value_flask_writes(value):
     assert written == expected or not written.isascii()  # only non-ASCII text is spelled otherwise
     with pytest.raises(TypeError), app.app_context():
         ours.dumps({"what": object()}, **ours.COMPACT)
+
+
+@pytest.mark.parametrize("value", [
+    {"type": "console_log", "ts": 1764000000000000, "data": {"text": "x" * 50, "level": "log", "n": [1, 2.5, None]}},
+    {"text": "é ☃ \u2028 \u2029 \x85"},  # the json module's escapes, so a frame stays one line
+    {"text": "a lone \ud800"},
+    {"big": 2**70, "small": 1e-7},
+], ids=["ascii", "non-ascii", "lone-surrogate", "beyond-orjson"])
+def test_ascii_json_is_the_json_modules_value_in_ascii(value):
+    written = dumping.ascii_json(value)
+    assert written.isascii() and "\n" not in written and len(written.splitlines()) == 1
+    assert json.loads(written) == value
+    if value.get("text"):
+        assert written == json.dumps(value, separators=(",", ":"))
