@@ -62,18 +62,22 @@ def _unaliased(converter):
     return converter
 
 
+# Row-building functions are written once per shape of rows (a model and its columns, a join of
+# them): queries built per call (get_by_id, updates' checks, listings) would otherwise compile one
+# per execution, which costs more than reading the rows.
+@functools.lru_cache(maxsize=1024)
 def _instance_builder(model, indexed_names):
     """A function building an instance of `model` from a row as peewee does (no defaults, nothing
     dirty), without a descriptor call per column: the values of plain fields go straight into the
     instance's data, converted where the field converts what the driver read (NULL stays None, as
     every field of peewee's and ours gives it back); other columns are set as attributes.
+    `indexed_names`: (index, name, converter) of each column, converters unaliased.
 
     Its source is written for the query's columns, which spares a loop and a lookup per column on
     every row; only field names and column indexes are written into it."""
     namespace = {"model": model, "new": model.__new__}
     data, attributes = [], []
     for idx, name, converter in indexed_names:
-        converter = _unaliased(converter)
         field = model._meta.fields.get(name)
         if field is not None and getattr(converter, "__self__", None) is field and _returns_read_value(field):
             converter = None
@@ -99,14 +103,55 @@ def _instance_builder(model, indexed_names):
     return namespace["build"]
 
 
+@functools.lru_cache(maxsize=1024)
+def _row_linker(model, builders, presence, links):
+    """A function building a row's instances and linking each joined one to its source, as
+    ModelCursorWrapper.process_row does: an outer join that matched nothing gives None; a
+    reference verified absent stays an id. Which joined models the row holds anything of
+    decides which links are made. `builders`: (key, builder) of each joined model; `presence`:
+    (key, column indexes) of each; `links`: peewee's src_to_dest, each with the keys reachable
+    from its dest. Its source is written for the query's joins (see _instance_builder); only
+    indexes and the joins' attribute names are written into it."""
+    number = {key: n for n, (key, _) in enumerate(builders)}
+    namespace = {f"build_{n}": build for n, (_, build) in enumerate(builders)}
+    lines = ["def process_row(row):", *(f"    o_{n} = build_{n}(row)" for n in range(len(builders)))]
+    filled = {}
+    for n, (key, indexes) in enumerate(presence):
+        filled[key] = f"f_{n}"
+        lines.append(f"    f_{n} = {' or '.join(f'row[{idx}] is not None' for idx in indexes)}")
+    for src, attr, dest, is_dict, is_outer, is_fk, reachable in links:
+        if dest not in number:
+            continue
+        source, joined = f"o_{number[src]}", f"o_{number[dest]}"
+        reached = " or ".join(filled[key] for key in (dest, *reachable) if key in filled) or "False"
+        if is_outer:
+            lines += [f"    if {filled.get(src, 'False')} or {filled.get(dest, 'False')}:",
+                      f"        joined = {joined} if {reached} else None"]
+            joined = "joined"
+        else:
+            lines.append(f"    if {reached}:")
+        if is_dict:
+            lines.append(f"        {source}[{attr!r}] = {joined}")
+            continue
+        attach = [f"setattr({source}, {attr!r}, {joined})", f"{source}._dirty.discard({attr!r})"]
+        if is_fk and is_outer:
+            lines += [f"        if {joined} is None:", f"            {source}.__rel__[{attr!r}] = None",
+                      "        else:", *(f"            {line}" for line in attach)]
+        else:
+            lines += [f"        {line}" for line in attach]
+    lines.append(f"    return o_{number[model]}")
+    exec(compile("\n".join(lines), f"<rows of {model.__name__} joined>", "exec"), namespace)
+    return namespace["process_row"]
+
+
 class _SingleModelRows(ModelObjectCursorWrapper):
     """Rows of a query on one model."""
 
     def initialize(self):
         super().initialize()
         if self.is_model and self.constructor.__init__ is Model.__init__:
-            self.process_row = _instance_builder(self.constructor, [
-                (idx, self.unique_columns[idx], self.converters[idx]) for idx in range(self.ncols)])
+            self.process_row = _instance_builder(self.constructor, tuple(
+                (idx, self.unique_columns[idx], _unaliased(self.converters[idx])) for idx in range(self.ncols)))
 
 
 class _JoinedRows(ModelCursorWrapper):
@@ -120,51 +165,16 @@ class _JoinedRows(ModelCursorWrapper):
         columns_of, indexes_of = {}, {}
         for idx, key, column, converter in self._row_spec:
             owner = key if key in self.key_to_constructor else self.model
-            columns_of.setdefault(owner, []).append((idx, column, converter))
+            columns_of.setdefault(owner, []).append((idx, column, _unaliased(converter)))
             indexes_of.setdefault(key, []).append(idx)
-        builders = [(key, _instance_builder(constructor, columns_of.get(key, [])) if is_model
-                     else functools.partial(_row_dict, tuple(columns_of.get(key, []))))
-                    for key, constructor, is_model in self._constructor_list]
-        if self.model in dict(builders) and all(src in dict(builders) for src, *_ in self.src_to_dest):
-            self.process_row = self._row_linker(builders, indexes_of)
-
-    def _row_linker(self, builders, indexes_of):
-        """A function building a row's instances and linking each joined one to its source, as
-        ModelCursorWrapper.process_row does: an outer join that matched nothing gives None; a
-        reference verified absent stays an id. Which joined models the row holds anything of
-        decides which links are made. Its source is written for the query's joins (see
-        _instance_builder); only indexes and the joins' attribute names are written into it."""
-        number = {key: n for n, (key, _) in enumerate(builders)}
-        namespace = {f"build_{n}": build for n, (_, build) in enumerate(builders)}
-        lines = ["def process_row(row):", *(f"    o_{n} = build_{n}(row)" for n in range(len(builders)))]
-        filled = {}
-        for n, (key, indexes) in enumerate(indexes_of.items()):
-            filled[key] = f"f_{n}"
-            lines.append(f"    f_{n} = {' or '.join(f'row[{idx}] is not None' for idx in indexes)}")
-        for src, attr, dest, is_dict, is_outer, is_fk in self.src_to_dest:
-            if dest not in number:
-                continue
-            source, joined = f"o_{number[src]}", f"o_{number[dest]}"
-            reached = [filled[key] for key in (dest, *self._dest_reachable.get(dest, ())) if key in filled]
-            reached = " or ".join(reached) or "False"
-            if is_outer:
-                lines += [f"    if {filled.get(src, 'False')} or {filled.get(dest, 'False')}:",
-                          f"        joined = {joined} if {reached} else None"]
-                joined = "joined"
-            else:
-                lines.append(f"    if {reached}:")
-            if is_dict:
-                lines.append(f"        {source}[{attr!r}] = {joined}")
-                continue
-            attach = [f"setattr({source}, {attr!r}, {joined})", f"{source}._dirty.discard({attr!r})"]
-            if is_fk and is_outer:
-                lines += [f"        if {joined} is None:", f"            {source}.__rel__[{attr!r}] = None",
-                          "        else:", *(f"            {line}" for line in attach)]
-            else:
-                lines += [f"        {line}" for line in attach]
-        lines.append(f"    return o_{number[self.model]}")
-        exec(compile("\n".join(lines), f"<rows of {self.model.__name__} joined>", "exec"), namespace)
-        return namespace["process_row"]
+        builders = tuple((key, _instance_builder(constructor, tuple(columns_of.get(key, ()))) if is_model
+                          else functools.partial(_row_dict, tuple(columns_of.get(key, ()))))
+                         for key, constructor, is_model in self._constructor_list)
+        built = {key for key, _ in builders}
+        if self.model in built and all(src in built for src, *_ in self.src_to_dest):
+            self.process_row = _row_linker(
+                self.model, builders, tuple((key, tuple(indexes)) for key, indexes in indexes_of.items()),
+                tuple((*link, tuple(self._dest_reachable.get(link[2], ()))) for link in self.src_to_dest))
 
 
 def _row_dict(columns, row):

@@ -136,3 +136,16 @@ def test_a_compiled_query_that_first_found_nothing_builds_later_rows_as_peewee_d
         theirs = list(ModelSelect._get_model_cursor_wrapper(query, db.obj.execute_sql(*query.sql())))
         assert _graph(ours) == _graph(theirs[0]) and ours.home_project.id is not None
         assert _graph(key_with_home_project.first(hash_key(owner.plaintext))) == _graph(ours)
+
+
+def test_row_building_functions_are_written_once_per_shape(app, make_org):
+    """Queries built per call (not compiled) reuse the functions written for their shape of rows."""
+    from app.orgs.models import ApiKey
+    from app.projects.models import Project
+
+    make_org()
+    with app.app_context(), db.connection_context():
+        for build in (lambda: Project.select(), lambda: ApiKey.select(ApiKey, Project).join(Project, JOIN.LEFT_OUTER)):
+            wrappers = [build()._get_model_cursor_wrapper(db.obj.execute_sql(*build().sql())) for _ in range(2)]
+            assert all(list(wrapper) for wrapper in wrappers)
+            assert wrappers[0].process_row is wrappers[1].process_row
