@@ -102,7 +102,8 @@ def ingest(session, events, *, from_host=False):
 def _archive(session_id, first_seq, ts_high, events, now):
     """Insert the rows; (buffer entries, the session's new highest ts)."""
     rows, entries = [], []
-    received_at = TelemetryEvent.received_at.db_value(now)
+    # As text, made once per batch: the drivers would otherwise convert the datetime on every row.
+    received_at = TelemetryEvent.received_at.db_value(now).isoformat(" ")
     for seq, event in enumerate(events, start=first_seq):
         body = ascii_json(event)
         ts_high = max(ts_high, event["ts"])
