@@ -18,7 +18,7 @@ from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, periodic, sse
-from app.core.db import db, exclusive
+from app.core.db import db, exclusive, matching
 from app.core.dumping import ascii_json
 from app.streams import channels, telemetry_buffers
 
@@ -75,15 +75,17 @@ def ingest(session, events, *, from_host=False):
     """
     with _stripe(session.id):
         with exclusive(session):
-            current = BrowserSession.get_by_id(session.id)
+            current = matching(BrowserSession, "id").first(session.id)
+            if current is None:
+                raise BrowserSession.DoesNotExist(f"no browser session {session.id}")
             timed_out = current.is_idle_too_long
             if current.is_active and not timed_out:
                 settings = current.options.get("telemetry") or {}  # (options parses its JSON at each read)
                 kept = [event for event in events if captured(event, settings)]
                 first_seq = current.last_seq + 1
                 now = clock.now()
+                rows, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
                 touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
-                entries, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
                 (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
                                        telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
                                        telemetry_ts_high=ts_high, **touched)
@@ -93,26 +95,30 @@ def ingest(session, events, *, from_host=False):
         if not current.is_active or timed_out:
             raise sessions.ended_error(current)
         if not from_host:
-            _publish(session, entries)
-        if entries:
-            streams.announce(session.telemetry_subject, entries[-1][0], here=not from_host)
+            _publish(session, _buffer_entries(rows))
+        if rows:
+            streams.announce(session.telemetry_subject, rows[-1][1], here=not from_host)
     return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
 
 
 def _archive(session_id, first_seq, ts_high, events, now):
-    """Insert the rows; (buffer entries, the session's new highest ts)."""
-    rows, entries = [], []
+    """Insert the rows; (the rows, the session's new highest ts)."""
+    rows = []
     # As text, made once per batch: the drivers would otherwise convert the datetime on every row.
     received_at = TelemetryEvent.received_at.db_value(now).isoformat(" ")
     for seq, event in enumerate(events, start=first_seq):
-        body = ascii_json(event)
         ts_high = max(ts_high, event["ts"])
-        rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], body, received_at))
-        # Interned: the buffer then holds one copy of each type name, not one per event.
-        entries.append((seq, (sys.intern(event["type"]), envelope_frame(seq, body))))
+        rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], ascii_json(event),
+                     received_at))
     if rows:
         _insert(rows)
-    return entries, ts_high
+    return rows, ts_high
+
+
+def _buffer_entries(rows):
+    """The stream buffer's entries of archived rows. The type is interned: the buffer then holds
+    one copy of each type name, not one per event."""
+    return [(seq, (sys.intern(type_), envelope_frame(seq, body))) for _, seq, _, _, _, type_, body, _ in rows]
 
 
 ARCHIVE_COLUMNS = ("session_id", "seq", "ts", "ts_high", "category", "type", "body", "received_at")

@@ -320,6 +320,17 @@ class CompiledQuery:
             cursor.close()
         return row[0] if row else None
 
+    def execute(self, *params, **options):
+        """Run the query (an update or a delete); the number of rows it changed."""
+        shape = self._shape(params, options)
+        if shape is None:
+            return self._build(*params, **options).execute()
+        cursor = shape.execute(params)
+        try:
+            return cursor.rowcount
+        finally:
+            cursor.close()
+
     def _fetch(self, params, options, limit=None):
         shape = self._shape(params, options)
         if shape is None:
@@ -479,9 +490,15 @@ def exclusive(row):
             yield txn
         return
     with database.atomic() as txn:
-        model = type(row)
-        model.select(model._meta.primary_key).where(model._meta.primary_key == row.get_id()).for_update().execute()
+        _locking(type(row)).scalar(row.get_id())
         yield txn
+
+
+@functools.cache
+def _locking(model):
+    """The compiled SELECT ... FOR UPDATE of a row of `model` by its key."""
+    key = model._meta.primary_key
+    return CompiledQuery(lambda value: model.select(key).where(key == value).for_update())
 
 
 def open_database(url, *, sqlite_pragmas=None, pool_size=20, pool_timeout=10):
