@@ -42,7 +42,9 @@ def parse_rfc3339(text):
 
 def isoformat(value):
     """RFC 3339 with a `Z`, the one way timestamps leave the server."""
-    return to_naive_utc(value).isoformat(timespec="microseconds") + "Z"
+    if value.tzinfo is not None:
+        value = to_naive_utc(value)
+    return value.isoformat(timespec="microseconds") + "Z"
 
 
 def micros(value):

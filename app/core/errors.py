@@ -151,8 +151,9 @@ def register_error_handlers(app):
         # Postgres text cannot hold NUL; refuse it up front, the same on every database (JSON
         # bodies: app/core/strictjson.py). The raw query string: "%00" is the only way to
         # write NUL in it, and checking the text spares parsing it on every request.
-        query = request.environ.get("QUERY_STRING", "")
-        if "\x00" in request.path or "%00" in query or "\x00" in query:
+        current = request._get_current_object()  # one lookup of the request for both reads
+        query = current.environ.get("QUERY_STRING", "")
+        if "\x00" in current.path or "%00" in query or "\x00" in query:
             return error_response(400, "bad_request", "NUL characters are not allowed.")
 
     @app.errorhandler(DataError)

@@ -100,6 +100,7 @@ def init_app(app):
         request_id = context.get("request_id", "")
         elapsed_ms = (time.perf_counter() - context.get("request_started", time.perf_counter())) * 1000
         response.headers["X-Request-Id"] = request_id
-        logger.info("%s %s %s %.1fms request_id=%s", request.method, request.path,
+        current = request._get_current_object()
+        logger.info("%s %s %s %.1fms request_id=%s", current.method, current.path,
                     response.status_code, elapsed_ms, request_id)
         return response
