@@ -320,17 +320,6 @@ class CompiledQuery:
             cursor.close()
         return row[0] if row else None
 
-    def execute(self, *params, **options):
-        """Run the query (an update or a delete); the number of rows it changed."""
-        shape = self._shape(params, options)
-        if shape is None:
-            return self._build(*params, **options).execute()
-        cursor = shape.execute(params)
-        try:
-            return cursor.rowcount
-        finally:
-            cursor.close()
-
     def _fetch(self, params, options, limit=None):
         shape = self._shape(params, options)
         if shape is None:
