@@ -65,8 +65,10 @@ def test_a_write_in_another_process_reaches_followers_in_every_worker_at_once(se
         assert follower.opened.wait(10)
 
     # A third process writes as a browser host does: archive only, and a wake-up.
+    # The deployment's settings, keys included (without them the app would make a key file in the repo's instance/).
     writer = create_app({"DATABASE_URL": served.env["LANTERN_DATABASE_URL"], "BLOB_DIR": str(tmp_path / "blobs"),
-                         "REDIS_URL": served.env.get("LANTERN_REDIS_URL")})
+                         "REDIS_URL": served.env.get("LANTERN_REDIS_URL"),
+                         "ENCRYPTION_KEYS": served.env["LANTERN_ENCRYPTION_KEYS"]})
     try:
         with writer.app_context(), db.connection_context():
             session = BrowserSession.get_by_id(session_id)
