@@ -14,7 +14,7 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test browser-packages bench-packages run test test-postgres bench lint clean
+.PHONY: install install-test browser-packages bench-packages run test test-postgres bench bench-instructions lint clean
 comma := ,
 
 install: $(VENV)/.installed
@@ -84,6 +84,12 @@ bench: install-test bench-packages
 	$(BIN)/python bench/capture.py $(CAPTURE_BENCH_ARGS)
 	$(BIN)/python bench/wakeups.py $(WAKEUPS_BENCH_ARGS)
 	$(BIN)/python bench/archive_pages.py $(ARCHIVE_BENCH_ARGS)
+
+# Instructions per request of each read beside the hello world (bench/instructions.py): steadier
+# than bench/run.py's wall-clock ratios on a noisy machine, and slow (about 5 minutes); not in bench.
+bench-instructions: install-test
+	$(call debian-packages,valgrind, (one package),bench/instructions.py cannot run)
+	$(BIN)/python bench/instructions.py $(INSTRUCTIONS_ARGS)
 
 lint: install-test
 	$(PIP) ruff

@@ -82,8 +82,8 @@ def server_env(database_url, workdir):
     return env
 
 
-def wait_until_serving(process, base_url):
-    deadline = time.monotonic() + STARTUP_SECONDS
+def wait_until_serving(process, base_url, startup_seconds=STARTUP_SECONDS):
+    deadline = time.monotonic() + startup_seconds
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {process.returncode} during startup")
@@ -94,7 +94,7 @@ def wait_until_serving(process, base_url):
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"gunicorn did not answer on {base_url} within {STARTUP_SECONDS}s")
+            raise RuntimeError(f"gunicorn did not answer on {base_url} within {startup_seconds}s")
         time.sleep(0.05)
 
 
@@ -128,14 +128,17 @@ def private_database(workdir):
 
 
 @contextmanager
-def gunicorn(env, log_path, workers=1, worker_connections=1000, app="wsgi:app", pythonpath=None):
+def gunicorn(env, log_path, workers=1, worker_connections=1000, app="wsgi:app", pythonpath=None, wrapper=(),
+             startup_seconds=STARTUP_SECONDS):
     """`gunicorn --config gunicorn.conf.py wsgi:app` (gevent workers; another `app`, found on
-    `pythonpath`, for a benchmark's baseline) on a free port; yields its base URL."""
+    `pythonpath`, for a benchmark's baseline; run by `wrapper`, a command such as valgrind, when
+    given) on a free port; yields its base URL."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "--config", str(ROOT / "gunicorn.conf.py"), "--workers", str(workers),
+            [*wrapper, *([sys.executable] if wrapper else []), str(BIN / "gunicorn"),
+             "--config", str(ROOT / "gunicorn.conf.py"), "--workers", str(workers),
              "--worker-connections", str(worker_connections),
              "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
              # gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, shared with any other server.
@@ -144,7 +147,7 @@ def gunicorn(env, log_path, workers=1, worker_connections=1000, app="wsgi:app", 
         )
     try:
         try:
-            wait_until_serving(process, base_url)
+            wait_until_serving(process, base_url, startup_seconds)
         except RuntimeError:
             stop(process)
             sys.stderr.write(f"--- gunicorn output ({log_path}) ---\n{log_path.read_text(errors='replace')}\n")
