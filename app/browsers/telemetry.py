@@ -18,7 +18,7 @@ from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, periodic, sse
-from app.core.db import db, exclusive, matching
+from app.core.db import db, exclusive
 from app.core.dumping import ascii_json
 from app.streams import channels, telemetry_buffers
 
@@ -75,9 +75,7 @@ def ingest(session, events, *, from_host=False):
     """
     with _stripe(session.id):
         with exclusive(session):
-            current = matching(BrowserSession, "id").first(session.id)
-            if current is None:
-                raise BrowserSession.DoesNotExist(f"no browser session {session.id}")
+            current = BrowserSession.get_by_id(session.id)
             timed_out = current.is_idle_too_long
             if current.is_active and not timed_out:
                 settings = current.options.get("telemetry") or {}  # (options parses its JSON at each read)

@@ -202,6 +202,15 @@ class BaseModel(Model):
     def select(cls, *fields):
         return Select(cls, fields or cls._meta.sorted_fields, is_default=not fields)
 
+    @classmethod
+    def get_by_id(cls, pk):
+        """peewee's get_by_id with its SQL built once (a compiled lookup by key): sessions' ingest,
+        streams and lifecycles read rows by key again and again."""
+        found = matching(cls, cls._meta.primary_key.name).first(pk)
+        if found is None:
+            raise cls.DoesNotExist(f"{cls.__name__} instance matching query does not exist: id={pk!r}")
+        return found
+
 
 class UtcDateTimeField(DateTimeField):
     """Naive UTC in the database on both backends; aware values are converted on the way in."""

@@ -149,3 +149,21 @@ def test_row_building_functions_are_written_once_per_shape(app, make_org):
             wrappers = [build()._get_model_cursor_wrapper(db.obj.execute_sql(*build().sql())) for _ in range(2)]
             assert all(list(wrapper) for wrapper in wrappers)
             assert wrappers[0].process_row is wrappers[1].process_row
+
+
+def test_get_by_id_is_compiled_and_answers_as_peewees(app, make_org):
+    """Every model's get_by_id reads through one compiled lookup: the same row graph as peewee's own
+    get_by_id, and DoesNotExist (a 404 in views) for a key that is not there."""
+    from peewee import Model
+
+    from app.core.db import matching
+    from app.projects.models import Project
+
+    make_org()
+    with app.app_context(), db.connection_context():
+        project_id = Project.select(Project.id).scalar()
+        theirs = Model.get_by_id.__func__(Project, project_id)
+        assert _graph(Project.get_by_id(project_id)) == _graph(theirs)
+        assert matching(Project, "id")._shape((project_id,), {}).read_row is not None
+        with pytest.raises(Project.DoesNotExist):
+            Project.get_by_id("nope")
