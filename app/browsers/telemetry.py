@@ -92,11 +92,12 @@ def ingest(session, events, *, from_host=False):
             sessions.end_if_idle(current)
         if not current.is_active or timed_out:
             raise sessions.ended_error(current)
+        last_seq = first_seq + len(kept) - 1
         if not from_host:
             _publish(session, _buffer_entries(rows))
-        if rows:
-            streams.announce(session.telemetry_subject, rows[-1][1], here=not from_host)
-    return len(kept), len(events) - len(kept), first_seq + len(kept) - 1
+        if kept:
+            streams.announce(session.telemetry_subject, last_seq, here=not from_host)
+    return len(kept), len(events) - len(kept), last_seq
 
 
 def _archive(session_id, first_seq, ts_high, events, now):
