@@ -89,11 +89,11 @@ class Blueprint(flask_smorest.Blueprint):
                 return documented
 
             @functools.wraps(documented)
-            def respond(*args, **kwargs):
+            def respond(*args, **view_args):
                 # flask-smorest's wrapper less what no Lantern view uses: a coroutine view, and the
                 # dump it keeps in the request's globals for ETags; a few lookups of the request's
                 # context fewer on every request.
-                result, status, headers = unpack_tuple_response(func(*args, **kwargs))
+                result, status, headers = unpack_tuple_response(func(*args, **view_args))
                 if not isinstance(result, Response):
                     result = current_app.json.response(result if schema is None else schema.dump(result))
                     status = status_code if status is None else status
