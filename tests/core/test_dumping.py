@@ -175,8 +175,12 @@ def test_compact_responses_hold_the_value_flask_writes(value):
         written, expected = ours.dumps(value, **ours.COMPACT), flasks.dumps(value, **ours.COMPACT)
     assert json.loads(written) == json.loads(expected)
     assert written == expected or not written.isascii()  # only non-ASCII text is spelled otherwise
+
+
+def test_compact_responses_refuse_what_flask_refuses():
+    app = Flask(__name__)
     with pytest.raises(TypeError), app.app_context():
-        ours.dumps({"what": object()}, **ours.COMPACT)
+        dumping.JsonProvider(app).dumps({"what": object()}, **dumping.JsonProvider.COMPACT)
 
 
 @pytest.mark.parametrize("value", [
