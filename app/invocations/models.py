@@ -72,7 +72,10 @@ class Invocation(BaseModel):
 
 
 def _build_listing(project_id, app_name, action_name, version, status, deployed, since, query, limit, offset):
-    found = Invocation.select().where(Invocation.project == project_id)
+    found = (Invocation.select(Invocation.id, Invocation.app_name, Invocation.action_name, Invocation.version,
+                               Invocation.status, Invocation.status_reason, Invocation.payload, Invocation.output,
+                               Invocation.started_at, Invocation.finished_at)  # what a list item shows (paging.page)
+             .where(Invocation.project == project_id))
     for field, value in (("app_name", app_name), ("action_name", action_name), ("version", version),
                          ("status", status)):
         if value is not None:

@@ -192,7 +192,10 @@ _key_in_org = CompiledQuery(_build_key_in_org)
 def _build_listing(org_id, project_id, name_key, query, limit, offset, *, status, sort_by, sort_direction):
     from app.projects.models import Project
 
-    keys = (ApiKey.select(ApiKey, User, Project)
+    # What a list item shows (paging.page): the key, its creator and its project's name.
+    keys = (ApiKey.select(ApiKey.id, ApiKey.name, ApiKey.masked_key, ApiKey.created_by, ApiKey.created_at,
+                          ApiKey.expires_at, ApiKey.deleted_at, ApiKey.project, User.id, User.email, User.name,
+                          Project.id, Project.name)
             .join(User, on=(ApiKey.created_by == User.id))
             .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=(ApiKey.project == Project.id))
             .where(ApiKey.org == org_id))

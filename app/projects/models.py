@@ -143,7 +143,8 @@ class Project(BaseModel):
 
 
 def _build_listing(org_id, project_id, name_key, name_part, limit, offset):
-    rows = Project.live(org_id)
+    rows = Project.live(org_id).select(Project.id, Project.name, Project.status, Project.created_at,
+                                       Project.updated_at)  # what a list item shows (paging.page)
     if project_id is not None:
         rows = rows.where(Project.id == project_id)
     if name_key is not None:
