@@ -180,7 +180,8 @@ def live_project_keys(project):
 def _build_key_in_org(key_id, org_id):
     from app.projects.models import Project
 
-    return (ApiKey.select(ApiKey, User, Project)
+    # The whole key; of its creator and project, what its record shows (paging.page says why).
+    return (ApiKey.select(ApiKey, User.id, User.email, User.name, Project.id, Project.name)
             .join(User, on=(ApiKey.created_by == User.id))
             .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=(ApiKey.project == Project.id))
             .where((ApiKey.id == key_id) & (ApiKey.org == org_id)))
