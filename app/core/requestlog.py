@@ -22,6 +22,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def escape_controls(text):
+    if text.isprintable():  # no control character (nor any other unprintable one): nothing to escape
+        return text
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
@@ -29,6 +31,9 @@ class TextFormatter(logging.Formatter):
     def __init__(self):
         super().__init__(TEXT_FORMAT)
         self._second = (None, None)
+
+    def usesTime(self):
+        return True  # TEXT_FORMAT has the time; logging would search the format for it on every record
 
     def formatTime(self, record, datefmt=None):
         # logging's own text, with the date and time written once per second rather than per record.

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from app.core.requestlog import JsonFormatter, TextFormatter
+from app.core.requestlog import JsonFormatter, TextFormatter, escape_controls
 
 FORGED = "/nope%0A2026-11-23%2007:00:00,000%20INFO%20[1]%20app.requests:%20GET%20/admin%20200%E2%80%A8x"
 
@@ -29,6 +29,15 @@ def test_the_json_format_is_one_object_per_line(caplog, anonymous):
     entry = json.loads(line)
     assert entry["level"] == "INFO" and entry["logger"] == "app.requests" and entry["time"].endswith("Z")
     assert entry["message"].startswith("GET /nope\n2026-11-23 07:00:00,000 INFO")
+
+
+def test_every_control_character_is_escaped_and_printable_text_kept():
+    controls = [chr(c) for c in [*range(0x20), *range(0x7f, 0xa0), 0x2028, 0x2029]]
+    for control in controls:
+        for tail in ("b", "b\u00a0\u00e9"):
+            escaped = escape_controls(f"GET /a{control}{tail}")
+            assert control not in escaped and escaped.startswith("GET /a\\") and escaped.endswith(tail)
+    assert escape_controls("GET /caf\u00e9/\u2603 200") == "GET /caf\u00e9/\u2603 200"
 
 
 @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()], ids=["text", "json"])
