@@ -535,12 +535,15 @@ def init_app(app):
     db.initialize(database)
     app.extensions["database"] = database
 
+    # The hooks call the database the proxy stands for: each method looked up through the proxy
+    # fails a lookup on the proxy first, which costs an AttributeError.
     @app.before_request
     def open_connection():
-        db.connect(reuse_if_open=True)
+        db.obj.connect(reuse_if_open=True)
 
     @app.teardown_request
     def close_connection(exc):
         # Runs twice for streamed responses (Flask pushes the context again).
-        if not db.is_closed():
-            db.close()
+        database = db.obj
+        if not database.is_closed():
+            database.close()
