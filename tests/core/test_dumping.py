@@ -27,6 +27,7 @@ class Everything(ma.Schema):
     number_text = ma.fields.Integer(as_string=True)
     flag = ma.fields.Boolean()
     at = UtcDateTime(allow_none=True)
+    at_offset = UtcDateTime(allow_none=True)
     renamed = ma.fields.String(attribute="source_name")
     keyed = ma.fields.String(data_key="keyedOut")
     defaulted = ma.fields.String(dump_default="fallback")
@@ -34,6 +35,7 @@ class Everything(ma.Schema):
     dotted = ma.fields.String(attribute="creator.name")
     creator = ma.fields.Nested(Creator, allow_none=True)
     creators = ma.fields.List(ma.fields.Nested(Creator))
+    members = ma.fields.Nested(Creator, many=True)
     tags = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.String())
     raw = ma.fields.Raw()
 
@@ -43,6 +45,8 @@ class Everything(ma.Schema):
 
 FULL = {
     "text": "hello", "number": 7, "number_text": 8, "flag": True, "at": dt.datetime(2026, 11, 25, 12, 0, 1, 500),
+    "at_offset": dt.datetime(2026, 11, 25, 13, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+    "members": [{"id": "u4", "name": "Di"}, SimpleNamespace(id="u5", name=None)],
     "source_name": "from source", "keyed": "k", "creator": {"id": "u1", "name": None},
     "creators": [{"id": "u2", "name": "Ann"}, SimpleNamespace(id="u3", name="Bo")], "tags": {"a": "b"},
     "raw": {"any": [1, 2]},
@@ -50,6 +54,7 @@ FULL = {
 ODD_TYPES = {
     # Values whose type is not the field's: each goes through the field's own conversion.
     "text": b"bytes", "number": True, "flag": 1, "at": None, "creator": None, "creators": [], "tags": {},
+    "members": None,
     "number_text": "9", "raw": None,
 }
 
