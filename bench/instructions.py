@@ -7,7 +7,8 @@ TEST_DATABASE_URL's Postgres) under `valgrind --tool=callgrind`, sends each rout
 `--warm-up` requests and then `--requests` sequential requests on one keep-alive
 connection with the worker's counters zeroed before and dumped after
 (`callgrind_control`), and prints instructions per request and their ratio to the
-hello world's. The worker's own periodic tasks are counted too. Slow: about 30 s
+hello world's, with the floor of a list page (bench/hello.py's /rows) beside them.
+The worker's own periodic tasks are counted too. Slow: about 30 s
 per route. Traffic goes to 127.0.0.1 only.
 """
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from run import scenarios, seed  # noqa: E402
+from run import FLOOR, scenarios, seed  # noqa: E402
 
 from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
 
@@ -93,13 +94,16 @@ def main():
         slow_env = {**env, "GUNICORN_CMD_ARGS": f"--timeout {STARTUP_SECONDS}"}
         with gunicorn(slow_env, Path(workdir) / "hello.log", app="hello:app", pythonpath=Path(__file__).parent,
                       wrapper=wrapper, startup_seconds=STARTUP_SECONDS) as hello_url:
-            hello = per_request(hello_url, worker_of(hello_url), "/hello", api_key, dumps, args)
+            hello_worker = worker_of(hello_url)
+            hello = per_request(hello_url, hello_worker, "/hello", api_key, dumps, args)
+            floor = per_request(hello_url, hello_worker, FLOOR[2], api_key, dumps, args)
         backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
         print(f"{backend}, one gunicorn gevent worker under callgrind, {args.requests} sequential keep-alive "
               f"requests per route after {args.warm_up}\n")
         print("| route | instructions/request | ratio to hello world |")
         print("|---|---|---|")
-        print(f"| Flask JSON hello world | {hello:,.0f} | 1.00 |", flush=True)
+        print(f"| Flask JSON hello world | {hello:,.0f} | 1.00 |")
+        print(f"| {FLOOR[0]} | {floor:,.0f} | {hello / floor:.2f} |", flush=True)
         with gunicorn(slow_env, Path(workdir) / "gunicorn.log", wrapper=wrapper,
                       startup_seconds=STARTUP_SECONDS) as base_url:
             worker = worker_of(base_url)

@@ -9,7 +9,9 @@ ratio to a Flask JSON hello world served by the same kind of worker, driven in
 turns with the route (this machine's speed drifts by 10% within minutes). Reads
 are driven by wrk when it is installed (`apt-get install wrk`: a C client leaves
 the server most of the CPU it shares with the client), else, and always for
-writes, by Python client threads. Traffic goes to 127.0.0.1 only.
+writes, by Python client threads. A last row, the floor, is a 20-row list page
+read straight from sqlite3 by the hello world's app (bench/hello.py): what a list
+costs in this stack before any of Lantern's own work. Traffic goes to 127.0.0.1 only.
 """
 import argparse
 import http.client
@@ -42,6 +44,10 @@ def scenarios(make_name, ids):
         ("GET /invocations?limit=20", "GET", "/invocations?limit=20", None),
         ("POST /org/projects", "POST", "/org/projects", lambda: {"name": make_name()}),
     ]
+
+
+# Served by the hello world's app (bench/hello.py): the least a 20-row list page costs in this stack.
+FLOOR = ("GET /rows: 20 rows straight from sqlite3 (floor, hello world's app)", "GET", "/rows", None)
 
 
 def seed(host, port, api_key):
@@ -185,6 +191,9 @@ def main():
                 if args.only not in label:
                     continue
                 rows.append((label, *alternating(hello_url, base_url, api_key, method, path, body)))
+            if args.only in FLOOR[0]:
+                label, method, path, body = FLOOR
+                rows.append((label, *alternating(hello_url, hello_url, api_key, method, path, body)))
         print("| scenario | requests | req/s | p50 ms | p90/95 ms | p99 ms | errors | hello world req/s "
               "| ratio to hello world |")
         print("|---|---|---|---|---|---|---|---|---|")
