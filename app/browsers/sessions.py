@@ -331,9 +331,10 @@ def updated_network(network, change):
 
 # -- listing and the record ------------------------------------------------------------------
 
-def with_profiles(query):
-    """`query` with each session's profile loaded in the same query (records show it)."""
-    return query.select_extend(Profile).join(Profile, JOIN.LEFT_OUTER).switch(BrowserSession)
+def with_profiles(query, *columns):
+    """`query` with each session's profile loaded in the same query (records show it): these of its
+    columns, or all of them."""
+    return query.select_extend(*(columns or (Profile,))).join(Profile, JOIN.LEFT_OUTER).switch(BrowserSession)
 
 
 def listing(project, *, status="active", query=None, region=None, tags=None):
@@ -343,14 +344,15 @@ def listing(project, *, status="active", query=None, region=None, tags=None):
 
 def _build_listing(project, region, query, tags, limit, offset, *, status):
     # What record() shows of a session and of its profile (paging.page).
-    shown = (BrowserSession.id, BrowserSession.name, BrowserSession.driver, BrowserSession.cdp_ws_url,
-             BrowserSession.webdriver_ws_url, BrowserSession.live_view_url, BrowserSession.created_at,
-             BrowserSession.deleted_at, BrowserSession.end_reason, BrowserSession.headless, BrowserSession.stealth,
-             BrowserSession.timeout_seconds, BrowserSession.memory, BrowserSession.region, BrowserSession.settings,
-             BrowserSession.profile, BrowserSession.profile_save_changes,
-             Profile.id, Profile.name, Profile.created_at, Profile.updated_at, Profile.last_used_at)
-    sessions = by_status(BrowserSession.select(*shown).join(Profile, JOIN.LEFT_OUTER).switch(BrowserSession)
-                         .where(BrowserSession.project == project), BrowserSession.deleted_at, status)
+    shown = BrowserSession.select(
+        BrowserSession.id, BrowserSession.name, BrowserSession.driver, BrowserSession.cdp_ws_url,
+        BrowserSession.webdriver_ws_url, BrowserSession.live_view_url, BrowserSession.created_at,
+        BrowserSession.deleted_at, BrowserSession.end_reason, BrowserSession.headless, BrowserSession.stealth,
+        BrowserSession.timeout_seconds, BrowserSession.memory, BrowserSession.region, BrowserSession.settings,
+        BrowserSession.profile, BrowserSession.profile_save_changes)
+    sessions = by_status(with_profiles(shown, Profile.id, Profile.name, Profile.created_at, Profile.updated_at,
+                                       Profile.last_used_at).where(BrowserSession.project == project),
+                         BrowserSession.deleted_at, status)
     if region is not None:
         sessions = sessions.where(BrowserSession.region == region)
     if query is not None:
