@@ -18,7 +18,7 @@ def assert_items_read_alike(client, listed, read_path, **query):
         assert item == one.get_json()
 
 
-def test_api_keys(app, client):
+def test_api_keys(client):
     project = client.post("/org/projects", json={"name": "crawlers"}).get_json()
     client.post("/org/api_keys", json={"name": "scoped", "project_id": project["id"]})
     client.post("/org/api_keys", json={"name": "expiring", "days_to_expire": 30})
