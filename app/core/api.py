@@ -9,6 +9,7 @@ from flask_smorest.arguments import ArgumentsMixin
 from flask_smorest.utils import resolve_schema_instance, set_status_and_headers_in_response, unpack_tuple_response
 from webargs import core
 from webargs.flaskparser import is_json_request
+from webargs.multidictproxy import MultiDictProxy
 from werkzeug import Response
 
 from app.core import dumping, strictjson
@@ -26,6 +27,15 @@ class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
                 return dict(defaults)
         return super().parse(argmap, req, location=location, validate=validate, **kwargs)
 
+    def load_querystring(self, req, schema):
+        """The query's arguments as webargs' proxy gives them (a field taking several values gets
+        the list, any other the first), in a dict: marshmallow asks the proxy for every field of the
+        schema, and each one absent from the query made werkzeug build and catch a KeyError
+        exception (seven on a list page)."""
+        args = req.args
+        multiple = multiple_keys(schema, tuple(self.KNOWN_MULTI_FIELDS))
+        return {key: args.getlist(key) if key in multiple else args[key] for key in args}
+
     def _raw_load_json(self, req):
         if not is_json_request(req):
             return core.missing
@@ -36,6 +46,12 @@ class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
             return strictjson.loads(body)
         except strictjson.InvalidJson as error:
             raise bad_request(f"The request body {error}.") from None
+
+
+@functools.cache
+def multiple_keys(schema, known_multi_fields):
+    """The query keys of `schema`'s fields that take several values (webargs' MultiDictProxy's rule)."""
+    return frozenset(MultiDictProxy({}, schema, known_multi_fields).multiple_keys)
 
 
 @functools.cache

@@ -74,3 +74,29 @@ def test_views_get_their_arguments_after_their_own_as_webargs_gives_them(app):
         "args": {"limit": 20, "status": "active", "name": "x"}, "thing_id": "b"}
     assert client.get("/things/c?limit=many").status_code == 400
     assert Thing.get.__name__ == "get" and "_apidoc" in vars(Thing.get)
+
+
+def test_query_arguments_load_as_webargs_proxy_loads_them(app):
+    """The query is handed to the schema as a dict of what webargs' MultiDictProxy gives for each key
+    (a list for a field taking several values, else the first value); unknown keys are left out and
+    invalid values are 400, as webargs' own parser does."""
+    import pytest
+    from webargs.flaskparser import FlaskParser
+    from werkzeug.exceptions import HTTPException
+
+    from app.core.api import ArgumentsParser
+
+    class Mixed(Plain):
+        tags = ma.fields.List(ma.fields.String())
+        sort = ma.fields.String(data_key="sort-by")
+        many = ma.fields.Raw(metadata={"x": 1})
+        many.is_multiple = True
+
+    ours, webargs = ArgumentsParser(), FlaskParser()
+    for query in ("limit=5", "limit=5&limit=7", "tags=a&tags=b&name=n", "tags=a", "sort-by=name&sort=ignored",
+                  "many=1&many=2&unknown=3", "name=&limit=1"):
+        with app.test_request_context(f"/anything?{query}"):
+            assert ours.parse(Mixed(), location="query") == webargs.parse(Mixed(), location="query"), query
+    with app.test_request_context("/anything?limit=x"), pytest.raises(HTTPException) as refused:
+        ours.parse(Mixed(), location="query")
+    assert refused.value.code == 400
