@@ -27,13 +27,17 @@ from marshmallow.decorators import POST_DUMP, PRE_DUMP
 from marshmallow.utils import missing
 
 from app.core import clock
-from app.core.db import stored_as
+from app.core.db import Page, stored_as
 from app.core.fields import UtcDateTime
 
 # Field types whose _serialize returns a value of exactly this type unchanged.
 PASS_THROUGH = {ma.fields.String: str, ma.fields.Integer: int, ma.fields.Boolean: bool}
 # Field types whose _serialize is this function of the value, None staying None.
 DIRECT = {UtcDateTime: clock.isoformat}
+# _serialize methods that read only the value (not the object it came from): a list page's items
+# written from rows, where there is no object, may call them.
+OF_THE_VALUE = {klass._serialize for klass in (ma.fields.Field, ma.fields.String, ma.fields.Number,
+                                                ma.fields.Boolean, ma.fields.DateTime, ma.fields.Mapping)}
 
 
 def speed_up(schema):
@@ -80,6 +84,15 @@ class _Dump:
 
     def __call__(self, obj, *, many=None):
         many = self.many if many is None else bool(many)
+        if many and type(obj) is Page:
+            write_item = obj.layout.item_dumps.get(self)
+            if write_item is None:
+                write_item = obj.layout.item_dumps[self] = _ItemsFromRows(obj.layout).write(self) or False
+            if write_item:
+                try:
+                    return list(map(write_item, obj.rows))
+                except _Unreadable:
+                    pass  # a row lacks what its instance would load by itself: dump the instances
         by_type = self.by_type
         if many and obj is not None:
             return [(by_type.get(type(item)) or self._write(type(item)))(item) for item in obj]
@@ -133,6 +146,88 @@ class _Dump:
         exec(compile("\n".join(lines), f"<dump of {kind.__name__}>", "exec"), namespace)
         self.by_type[kind] = namespace["dump"]
         return namespace["dump"]
+
+
+class _Unreadable(Exception):
+    """A row of a page lacks what its instance would read with a query of its own."""
+
+
+def _unreadable():
+    raise _Unreadable
+
+
+class _ItemsFromRows:
+    """Writes the function that dumps a list page's row as the dump of the instances the row would
+    build does (the plan of _Dump, values read as RowLayout.source says the instance reads them),
+    or finds the schema cannot be dumped that way (a field reading a property, or its object)."""
+
+    def __init__(self, layout):
+        self.layout, self.namespace, self.functions = layout, {"unreadable": _unreadable}, {}
+
+    def write(self, dump):
+        name = self._function(dump, self.layout.root)
+        return None if name is None else self.namespace[name]
+
+    def _function(self, dump, key):
+        """The name of the function writing `dump`'s item for the row's `key` instance, or None."""
+        if (dump, key) in self.functions:
+            return self.functions[dump, key]
+        name = self.functions[dump, key] = f"item_{len(self.functions)}"
+        lines = [f"def {name}(row):", "    out = {}"]
+        for idx, (out_key, field_name, source, field, passes, own_way) in enumerate(dump.plan):
+            read = None if own_way else self.layout.source(key, source)
+            if read is None:
+                self.functions[dump, key] = None
+                return None
+            prefix = f"{name}_{idx}"
+            if read[0] == "joined":
+                _, dest, outer = read
+                nested = getattr(field.schema, "dump", None) if type(field) is ma.fields.Nested else None
+                if (not isinstance(nested, _Dump) or field.schema.many or field.many
+                        or (nested_name := self._function(nested, dest)) is None):
+                    self.functions[dump, key] = None
+                    return None
+                lines.append(f"    out[{out_key!r}] = {nested_name}(row) if {self._present(dest)} else "
+                             f"{'None' if outer else 'unreadable()'}")
+                continue
+            if type(field) not in DIRECT and type(field)._serialize not in OF_THE_VALUE:
+                self.functions[dump, key] = None
+                return None
+            if read[0] == "column":
+                lines.append(f"    value = {self._value(read[1], prefix)}")
+            elif read[0] == "foreign id":
+                _, own, dest, joined = read
+                lines.append(f"    value = {self._value(joined, prefix + 'j')} if {self._present(dest)} "
+                             f"else {self._value(own, prefix)}")
+            else:  # related
+                _, dest, outer, column = read
+                lines.append(f"    value = {self._value(column, prefix)} if {self._present(dest)} "
+                             f"else {'None' if outer else 'unreadable()'}")
+            self.namespace[f"field_{prefix}"] = field
+            serialized = f"field_{prefix}._serialize(value, {field_name!r}, None)"
+            if type(field) in DIRECT:
+                self.namespace[f"direct_{prefix}"] = DIRECT[type(field)]
+                serialized = f"None if value is None else direct_{prefix}(value)"
+            if passes is not None:
+                self.namespace[f"passes_{prefix}"] = passes
+                serialized = f"value if type(value) is passes_{prefix} else {serialized}"
+            lines.append(f"    out[{out_key!r}] = {serialized}")
+        lines.append("    return out")
+        exec(compile("\n".join(lines), f"<items of {self.layout.models[key].__name__} rows>", "exec"), self.namespace)
+        return name
+
+    def _value(self, column, prefix):
+        """The expression of a column's value as the instance holds it: converted, NULL staying None."""
+        idx, convert = column
+        if idx is None:
+            return "None"
+        if convert is None:
+            return f"row[{idx}]"
+        self.namespace[f"convert_{prefix}"] = convert
+        return f"(None if row[{idx}] is None else convert_{prefix}(row[{idx}]))"
+
+    def _present(self, key):
+        return " or ".join(f"row[{idx}] is not None" for idx in self.layout.present(key)) or "False"
 
 
 _plain_json = json.JSONEncoder(separators=(",", ":")).encode

@@ -26,7 +26,8 @@ def page(query, args):
     """One page of `query`, announcing the next offset in headers.
 
     `query` is an ordered peewee query, or a function of a limit and an offset
-    that gives that many rows from there (CompiledQuery.pages).
+    that gives a sequence of that many rows from there (CompiledQuery.pages,
+    whose Page a response schema dumps straight from the driver's rows).
 
     The hot lists' queries select only the columns their items show: the rows
     are for the page alone, and each column read through Python 3.11's sqlite3
@@ -35,7 +36,7 @@ def page(query, args):
     such list to the single read of each of its items.
     """
     limit, offset = args["limit"], args["offset"]
-    rows = list(query(limit + 1, offset) if callable(query) else query.limit(limit + 1).offset(offset))
+    rows = query(limit + 1, offset) if callable(query) else list(query.limit(limit + 1).offset(offset))
     has_more = len(rows) > limit
     rows = rows[:limit]
 

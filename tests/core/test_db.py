@@ -1,4 +1,6 @@
 """core.db helpers."""
+import datetime as dt
+
 import pytest
 from peewee import JOIN
 
@@ -167,3 +169,125 @@ def test_get_by_id_is_compiled_and_answers_as_peewees(app, make_org):
         assert matching(Project, "id")._shape((project_id,), {}).read_row is not None
         with pytest.raises(Project.DoesNotExist):
             Project.get_by_id("nope")
+
+
+def _page_dumps(page, schema_class):
+    """(marshmallow's own dump of the page's instances, Lantern's dump of the page) and whether
+    Lantern's wrote its items straight from the rows."""
+    import marshmallow as ma
+
+    from app.core import dumping
+
+    fast = schema_class(many=True)
+    dumping.speed_up(fast)
+    from_rows = fast.dump(page)
+    return ma.Schema.dump(schema_class(many=True), list(page)), from_rows, bool(page.layout.item_dumps[fast.dump])
+
+
+def test_a_page_dumps_from_its_rows_as_its_instances_dump(app, make_org):
+    """A list page of a compiled query is dumped from the driver's rows (no instances), and must give
+    what marshmallow's dump of the instances gives: converted columns and NULLs, a selected
+    expression, nested joined rows (an outer join that matched nothing is None), foreign ids and
+    RelatedColumn values where the join linked a row other than the key's own, and where it did not."""
+    import marshmallow as ma
+    from peewee import fn
+
+    from app.core.db import Page
+    from app.core.fields import UtcDateTime
+    from app.orgs.models import ApiKey, User
+    from app.projects.models import Project
+
+    class Creator(ma.Schema):
+        id = ma.fields.String()
+        email = ma.fields.String()
+        name = ma.fields.String(allow_none=True)
+
+    class ProjectItem(ma.Schema):
+        id = ma.fields.String()
+        name = ma.fields.String()
+        created_at = UtcDateTime()
+
+    class KeyItem(ma.Schema):
+        id = ma.fields.String()
+        masked = ma.fields.String(attribute="masked_key", data_key="maskedKey")
+        created_at = UtcDateTime()
+        expires_at = UtcDateTime(allow_none=True)
+        lifetime_seconds = ma.fields.Integer(as_string=True, allow_none=True)
+        name_length = ma.fields.Integer()
+        org_id = ma.fields.String()
+        created_by = ma.fields.Nested(Creator)
+        project = ma.fields.Nested(ProjectItem, allow_none=True)
+        project_id = ma.fields.String(allow_none=True)
+        project_name = ma.fields.String(allow_none=True)
+
+    owner = make_org()
+    other = make_org("Other", "o@other.test")
+    with app.app_context(), db.connection_context():
+        scoped, elsewhere = Project.create_in(owner.org_id, "scoped"), Project.create_in(other.org_id, "elsewhere")
+        ApiKey.update(expires_at=dt.datetime(2027, 1, 2, 3, 4, 5, 6), lifetime_seconds=60).where(
+            ApiKey.id == owner.id).execute()
+        ApiKey.update(project=elsewhere.id, created_at=dt.datetime(2026, 11, 25, 12, 0)).where(
+            ApiKey.id == other.id).execute()
+
+        def by_key(join_on):
+            def build(limit, offset):
+                return (ApiKey.select(ApiKey.id, ApiKey.masked_key, ApiKey.created_at, ApiKey.expires_at,
+                                      ApiKey.lifetime_seconds, ApiKey.org, ApiKey.created_by, ApiKey.project,
+                                      fn.LENGTH(ApiKey.name).alias("name_length"), User.id, User.email, User.name,
+                                      Project.id, Project.name, Project.created_at)
+                        .join(User, on=(ApiKey.created_by == User.id))
+                        .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=join_on, attr="project")
+                        .order_by(ApiKey.id).limit(limit).offset(offset))
+            return CompiledQuery(build).pages()
+
+        # The key's own project (the owner's key has none); then a join that links keys to their
+        # organization's project named "scoped" whatever their own (the owner's org has one).
+        outcomes = []
+        for pages in (by_key(ApiKey.project == Project.id),
+                      by_key((Project.org == ApiKey.org) & (Project.name == "scoped"))):
+            for _ in range(2):  # the shape's first execution, and a later one
+                page = pages(10, 0)
+                assert isinstance(page, Page) and len(page) == 2
+                expected, from_rows, written = _page_dumps(page, KeyItem)
+                assert from_rows == expected and written
+            outcomes.append({item["id"]: (item["project_id"], item["project_name"], item["project"] and
+                                          item["project"]["name"]) for item in expected})
+        assert outcomes == [{owner.id: (None, None, None), other.id: (elsewhere.id, "elsewhere", "elsewhere")},
+                            {owner.id: (scoped.id, "scoped", "scoped"), other.id: (elsewhere.id, None, None)}]
+        item = next(item for item in expected if item["id"] == other.id)
+        assert item["created_at"] == "2026-11-25T12:00:00.000000Z" and item["expires_at"] is None
+        item = next(item for item in expected if item["id"] == owner.id)
+        assert item["expires_at"] == "2027-01-02T03:04:05.000006Z" and item["lifetime_seconds"] == "60"
+        assert item["maskedKey"] == owner.masked_key and item["name_length"] == len(owner.name)
+
+
+def test_a_page_the_rows_cannot_dump_is_dumped_from_its_instances(app, make_org):
+    """A field reading a property, or a joined row the query read nothing of (its instance would load
+    it), makes the page dump its instances, to the same result."""
+    import marshmallow as ma
+
+    from app.orgs.models import ApiKey, User
+
+    class WithProperty(ma.Schema):
+        id = ma.fields.String()
+        is_expired = ma.fields.Boolean()
+
+    class Creator(ma.Schema):
+        id = ma.fields.String()
+        email = ma.fields.String()
+
+    class WithCreator(ma.Schema):
+        id = ma.fields.String()
+        created_by = ma.fields.Nested(Creator)
+
+    make_org()
+    with app.app_context(), db.connection_context():
+        User.update(name=None).execute()
+        pages = CompiledQuery(lambda limit, offset: ApiKey.select(ApiKey.id, ApiKey.expires_at, ApiKey.created_by,
+                                                                  User.name)
+                              .join(User, on=(ApiKey.created_by == User.id)).limit(limit).offset(offset)).pages()
+        pages(10, 0)
+        expected, from_rows, written = _page_dumps(pages(10, 0), WithProperty)
+        assert from_rows == expected and not written and expected[0]["is_expired"] is False
+        expected, from_rows, written = _page_dumps(pages(10, 0), WithCreator)
+        assert from_rows == expected and written and "@" in expected[0]["created_by"]["email"]
