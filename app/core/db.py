@@ -29,6 +29,7 @@ from playhouse.db_url import parse as parse_url
 from playhouse.pool import PooledSqliteDatabase
 from playhouse.postgres_ext import PooledPsycopg3Database
 
+from app.core import clock
 from app.core.errors import not_found
 
 db = DatabaseProxy()
@@ -361,6 +362,22 @@ class UtcDateTimeField(DateTimeField):
             if parsed.tzinfo is None:
                 return parsed
         return super().python_value(value)
+
+    def isoformat_of_read(self, value):
+        """clock.isoformat of python_value(value), a value read from the database (not None). The
+        text SQLite stores for a datetime with microseconds is turned into it directly: 0.35 us
+        rather than 1.3 here (datetime.isoformat is most of that), for every timestamp of a list
+        page. fromisoformat checks the text is a valid date and time in the layout the slices
+        assume; any other value (Postgres's datetimes, text without microseconds) is converted."""
+        if (type(value) is str and len(value) == 26 and value[4] == value[7] == "-" and value[10] == " "
+                and value[13] == value[16] == ":" and value[19] == "."):
+            try:
+                dt.datetime.fromisoformat(value)
+            except ValueError:
+                pass
+            else:
+                return f"{value[:10]}T{value[11:]}Z"
+        return clock.isoformat(self.python_value(value))
 
 
 class _Unshaped(Exception):

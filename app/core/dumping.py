@@ -27,7 +27,7 @@ from marshmallow.decorators import POST_DUMP, PRE_DUMP
 from marshmallow.utils import missing
 
 from app.core import clock
-from app.core.db import Page, stored_as
+from app.core.db import Page, UtcDateTimeField, stored_as
 from app.core.fields import UtcDateTime
 
 # Field types whose _serialize returns a value of exactly this type unchanged.
@@ -193,6 +193,11 @@ class _ItemsFromRows:
             if type(field) not in DIRECT and type(field)._serialize not in OF_THE_VALUE:
                 self.functions[dump, key] = None
                 return None
+            if read[0] == "column" and self._stored_timestamp(read[1], field):
+                self.namespace[f"isoformat_{prefix}"] = read[1][1].__self__.isoformat_of_read
+                lines.append(f"    value = row[{read[1][0]}]")
+                lines.append(f"    out[{out_key!r}] = None if value is None else isoformat_{prefix}(value)")
+                continue
             if read[0] == "column":
                 lines.append(f"    value = {self._value(read[1], prefix)}")
             elif read[0] == "foreign id":
@@ -225,6 +230,14 @@ class _ItemsFromRows:
             return f"row[{idx}]"
         self.namespace[f"convert_{prefix}"] = convert
         return f"(None if row[{idx}] is None else convert_{prefix}(row[{idx}]))"
+
+    @staticmethod
+    def _stored_timestamp(column, field):
+        """True for a UtcDateTimeField column dumped by clock.isoformat, which the field turns into
+        that text in one step."""
+        idx, convert = column
+        return (idx is not None and getattr(convert, "__func__", None) is UtcDateTimeField.python_value
+                and DIRECT.get(type(field)) is clock.isoformat)
 
     def _present(self, key):
         return " or ".join(f"row[{idx}] is not None" for idx in self.layout.present(key)) or "False"

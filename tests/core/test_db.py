@@ -291,3 +291,16 @@ def test_a_page_the_rows_cannot_dump_is_dumped_from_its_instances(app, make_org)
         assert from_rows == expected and not written and expected[0]["is_expired"] is False
         expected, from_rows, written = _page_dumps(pages(10, 0), WithCreator)
         assert from_rows == expected and written and "@" in expected[0]["created_by"]["email"]
+
+
+@pytest.mark.parametrize("value", [
+    "2026-11-26 09:21:30.884580", "2026-11-26 09:21:30", "0999-01-02 03:04:05.000001", "2026-11-26T09:21:30.884580",
+    "2026-11-26 09:21:30,884580", "2026-11-26 09:21:30+01:00:00",
+    "2026-11-26 09:21:30.884580+01:00", dt.datetime(2026, 11, 26, 9, 21, 30, 884580), dt.datetime(2026, 1, 1),
+])
+def test_a_timestamp_read_from_the_database_is_written_as_its_datetime_is(value):
+    from app.core import clock
+    from app.core.db import UtcDateTimeField
+
+    field = UtcDateTimeField()
+    assert field.isoformat_of_read(value) == clock.isoformat(field.python_value(value))
