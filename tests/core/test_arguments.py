@@ -77,9 +77,9 @@ def test_views_get_their_arguments_after_their_own_as_webargs_gives_them(app):
 
 
 def test_query_arguments_load_as_webargs_proxy_loads_them(app):
-    """The query is handed to the schema as a dict of what webargs' MultiDictProxy gives for each key
-    (a list for a field taking several values, else the first value); unknown keys are left out and
-    invalid values are 400, as webargs' own parser does."""
+    """The query is loaded as webargs' MultiDictProxy gives each key (a list for a field taking
+    several values, else the first value): defaults, renamed keys and attributes, unknown keys left
+    out, invalid values 400, as webargs' own parser does."""
     import pytest
     from webargs.flaskparser import FlaskParser
     from werkzeug.exceptions import HTTPException
@@ -91,12 +91,15 @@ def test_query_arguments_load_as_webargs_proxy_loads_them(app):
         sort = ma.fields.String(data_key="sort-by")
         many = ma.fields.Raw(metadata={"x": 1})
         many.is_multiple = True
+        renamed = ma.fields.String(attribute="other")
+        bounded = ma.fields.Integer(validate=ma.validate.Range(1, 5))
 
     ours, webargs = ArgumentsParser(), FlaskParser()
     for query in ("limit=5", "limit=5&limit=7", "tags=a&tags=b&name=n", "tags=a", "sort-by=name&sort=ignored",
-                  "many=1&many=2&unknown=3", "name=&limit=1"):
+                  "many=1&many=2&unknown=3", "name=&limit=1", "renamed=r&bounded=3&status=archived"):
         with app.test_request_context(f"/anything?{query}"):
             assert ours.parse(Mixed(), location="query") == webargs.parse(Mixed(), location="query"), query
-    with app.test_request_context("/anything?limit=x"), pytest.raises(HTTPException) as refused:
-        ours.parse(Mixed(), location="query")
-    assert refused.value.code == 400
+    for query in ("limit=x", "limit=2&bounded=9"):
+        with app.test_request_context(f"/anything?{query}"), pytest.raises(HTTPException) as refused:
+            ours.parse(Mixed(), location="query")
+        assert refused.value.code == 400
