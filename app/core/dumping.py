@@ -16,7 +16,10 @@ serialize.
 The dump of one object is a function written for the schema's fields and the
 object's type (as the row builders in app/core/db.py are for a query's columns):
 a dict's values are read by key, a model's stored columns straight from its
-data, anything else by attribute.
+data, anything else by attribute. A list page of a compiled query (db.Page)
+is dumped from the driver's rows without building its instances, by a function
+written for the schema and the rows' layout (_ItemsFromRows), where every field
+reads what a row holds.
 """
 import json
 
@@ -156,6 +159,10 @@ def _unreadable():
     raise _Unreadable
 
 
+class _Unwritable(Exception):
+    """A schema reads something of its objects that the rows of a page do not hold."""
+
+
 class _ItemsFromRows:
     """Writes the function that dumps a list page's row as the dump of the instances the row would
     build does (the plan of _Dump, values read as RowLayout.source says the instance reads them),
@@ -165,61 +172,59 @@ class _ItemsFromRows:
         self.layout, self.namespace, self.functions = layout, {"unreadable": _unreadable}, {}
 
     def write(self, dump):
-        name = self._function(dump, self.layout.root)
-        return None if name is None else self.namespace[name]
+        try:
+            return self.namespace[self._function(dump, self.layout.root)]
+        except _Unwritable:
+            return None
 
     def _function(self, dump, key):
-        """The name of the function writing `dump`'s item for the row's `key` instance, or None."""
-        if (dump, key) in self.functions:
-            return self.functions[dump, key]
-        name = self.functions[dump, key] = f"item_{len(self.functions)}"
-        lines = [f"def {name}(row):", "    out = {}"]
-        for idx, (out_key, field_name, source, field, passes, own_way) in enumerate(dump.plan):
-            read = None if own_way else self.layout.source(key, source)
-            if read is None:
-                self.functions[dump, key] = None
-                return None
-            prefix = f"{name}_{idx}"
-            if read[0] == "joined":
-                _, dest, outer = read
-                nested = getattr(field.schema, "dump", None) if type(field) is ma.fields.Nested else None
-                if (not isinstance(nested, _Dump) or field.schema.many or field.many
-                        or (nested_name := self._function(nested, dest)) is None):
-                    self.functions[dump, key] = None
-                    return None
-                lines.append(f"    out[{out_key!r}] = {nested_name}(row) if {self._present(dest)} else "
-                             f"{'None' if outer else 'unreadable()'}")
-                continue
-            if type(field) not in DIRECT and type(field)._serialize not in OF_THE_VALUE:
-                self.functions[dump, key] = None
-                return None
-            if read[0] == "column" and self._stored_timestamp(read[1], field):
-                self.namespace[f"isoformat_{prefix}"] = read[1][1].__self__.isoformat_of_read
-                lines.append(f"    value = row[{read[1][0]}]")
-                lines.append(f"    out[{out_key!r}] = None if value is None else isoformat_{prefix}(value)")
-                continue
-            if read[0] == "column":
-                lines.append(f"    value = {self._value(read[1], prefix)}")
-            elif read[0] == "foreign id":
-                _, own, dest, joined = read
-                lines.append(f"    value = {self._value(joined, prefix + 'j')} if {self._present(dest)} "
-                             f"else {self._value(own, prefix)}")
-            else:  # related
-                _, dest, outer, column = read
-                lines.append(f"    value = {self._value(column, prefix)} if {self._present(dest)} "
-                             f"else {'None' if outer else 'unreadable()'}")
-            self.namespace[f"field_{prefix}"] = field
-            serialized = f"field_{prefix}._serialize(value, {field_name!r}, None)"
-            if type(field) in DIRECT:
-                self.namespace[f"direct_{prefix}"] = DIRECT[type(field)]
-                serialized = f"None if value is None else direct_{prefix}(value)"
-            if passes is not None:
-                self.namespace[f"passes_{prefix}"] = passes
-                serialized = f"value if type(value) is passes_{prefix} else {serialized}"
-            lines.append(f"    out[{out_key!r}] = {serialized}")
-        lines.append("    return out")
-        exec(compile("\n".join(lines), f"<items of {self.layout.models[key].__name__} rows>", "exec"), self.namespace)
-        return name
+        """The name of the function writing `dump`'s item from the columns of the row's `key` instance."""
+        if (dump, key) not in self.functions:
+            name = self.functions[dump, key] = f"item_{len(self.functions)}"
+            lines = [f"def {name}(row):", "    out = {}"]
+            for idx, entry in enumerate(dump.plan):
+                lines += self._field(key, f"{name}_{idx}", *entry)
+            lines.append("    return out")
+            source = "\n".join(lines)
+            exec(compile(source, f"<items of {self.layout.models[key].__name__} rows>", "exec"), self.namespace)
+        return self.functions[dump, key]
+
+    def _field(self, key, prefix, out_key, field_name, source, field, passes, own_way):
+        """The lines writing one field of the item."""
+        read = None if own_way else self.layout.source(key, source)
+        if read is None:
+            raise _Unwritable
+        if read[0] == "joined":
+            _, dest, outer = read
+            nested = getattr(field.schema, "dump", None) if type(field) is ma.fields.Nested else None
+            if not isinstance(nested, _Dump) or field.schema.many or field.many or not self.layout.present(dest):
+                raise _Unwritable
+            return [f"    out[{out_key!r}] = {self._function(nested, dest)}(row) if {self._present(dest)} "
+                    f"else {'None' if outer else 'unreadable()'}"]
+        if type(field) not in DIRECT and type(field)._serialize not in OF_THE_VALUE:
+            raise _Unwritable
+        if read[0] == "column" and self._stored_timestamp(read[1], field):
+            idx, convert = read[1]
+            self.namespace[f"isoformat_{prefix}"] = convert.__self__.isoformat_of_read
+            return [f"    value = row[{idx}]",
+                    f"    out[{out_key!r}] = None if value is None else isoformat_{prefix}(value)"]
+        if read[0] == "column":
+            value = self._value(read[1], prefix)
+        elif read[0] == "foreign id":
+            _, own, dest, joined = read
+            value = f"{self._value(joined, prefix + 'j')} if {self._present(dest)} else {self._value(own, prefix)}"
+        else:  # related
+            _, dest, outer, column = read
+            value = f"{self._value(column, prefix)} if {self._present(dest)} else {'None' if outer else 'unreadable()'}"
+        self.namespace[f"field_{prefix}"] = field
+        serialized = f"field_{prefix}._serialize(value, {field_name!r}, None)"
+        if type(field) in DIRECT:
+            self.namespace[f"direct_{prefix}"] = DIRECT[type(field)]
+            serialized = f"None if value is None else direct_{prefix}(value)"
+        if passes is not None:
+            self.namespace[f"passes_{prefix}"] = passes
+            serialized = f"value if type(value) is passes_{prefix} else {serialized}"
+        return [f"    value = {value}", f"    out[{out_key!r}] = {serialized}"]
 
     def _value(self, column, prefix):
         """The expression of a column's value as the instance holds it: converted, NULL staying None."""
