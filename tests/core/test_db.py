@@ -195,12 +195,8 @@ def test_a_page_dumps_from_its_rows_as_its_instances_dump(app, make_org):
     from app.core.db import Page
     from app.core.fields import UtcDateTime
     from app.orgs.models import ApiKey, User
+    from app.orgs.schemas import CreatedBySchema
     from app.projects.models import Project
-
-    class Creator(ma.Schema):
-        id = ma.fields.String()
-        email = ma.fields.String()
-        name = ma.fields.String(allow_none=True)
 
     class ProjectItem(ma.Schema):
         id = ma.fields.String()
@@ -215,7 +211,7 @@ def test_a_page_dumps_from_its_rows_as_its_instances_dump(app, make_org):
         lifetime_seconds = ma.fields.Integer(as_string=True, allow_none=True)
         name_length = ma.fields.Integer()
         org_id = ma.fields.String()
-        created_by = ma.fields.Nested(Creator)
+        created_by = ma.fields.Nested(CreatedBySchema)
         project = ma.fields.Nested(ProjectItem, allow_none=True)
         project_id = ma.fields.String(allow_none=True)
         project_name = ma.fields.String(allow_none=True)
