@@ -161,18 +161,27 @@ def _row_linker(model, builders, presence, links):
 class _SingleModelRows(ModelObjectCursorWrapper):
     """Rows of a query on one model."""
 
+    _columns = None  # (index, name, converter) of each column, once our builder reads the rows
+
     def initialize(self):
         super().initialize()
         if self.is_model and self.constructor.__init__ is Model.__init__:
-            columns = tuple((idx, self.unique_columns[idx], _unaliased(self.converters[idx]))
-                            for idx in range(self.ncols))
-            self.process_row = _instance_builder(self.constructor, columns)
-            self.layout = functools.partial(RowLayout, self.constructor, {self.constructor: self.constructor},
-                                            {self.constructor: columns}, (), {})
+            self._columns = tuple((idx, self.unique_columns[idx], _unaliased(self.converters[idx]))
+                                  for idx in range(self.ncols))
+            self.process_row = _instance_builder(self.constructor, self._columns)
+
+    def layout(self):
+        """The RowLayout of these rows (asked once per compiled shape), or None when peewee builds them."""
+        if self._columns is None:
+            return None
+        model = self.constructor
+        return RowLayout(model, {model: model}, {model: self._columns}, (), {})
 
 
 class _JoinedRows(ModelCursorWrapper):
     """Rows of a query joining models: one instance per joined model, linked as peewee links them."""
+
+    _columns_of = None  # of each joined model's key, (index, name, converter) of its columns, once linked
 
     def initialize(self):
         super().initialize()
@@ -192,10 +201,14 @@ class _JoinedRows(ModelCursorWrapper):
             self.process_row = _row_linker(
                 self.model, builders, tuple((key, tuple(indexes)) for key, indexes in indexes_of.items()),
                 tuple((*link, tuple(self._dest_reachable.get(link[2], ()))) for link in self.src_to_dest))
-            self.layout = functools.partial(
-                RowLayout, self.model,
-                {key: constructor for key, constructor, is_model in self._constructor_list if is_model},
-                columns_of, self.src_to_dest, self._dest_reachable)
+            self._columns_of = columns_of
+
+    def layout(self):
+        """The RowLayout of these rows (asked once per compiled shape), or None when peewee builds them."""
+        if self._columns_of is None:
+            return None
+        models = {key: constructor for key, constructor, is_model in self._constructor_list if is_model}
+        return RowLayout(self.model, models, self._columns_of, self.src_to_dest, self._dest_reachable)
 
 
 def _row_dict(columns, row):
@@ -487,7 +500,7 @@ class CompiledQuery:
                 # Set up from the cursor's description, before any row: a query that finds nothing
                 # (an overdue check) needs no new wrapper on every later call either.
                 rows.initialize()
-                shape.layout = rows.layout() if hasattr(rows, "layout") else None
+                shape.layout = rows.layout() if isinstance(rows, (_SingleModelRows, _JoinedRows)) else None
                 shape.read_row = _row_reader(rows)
             found = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
             if paged and shape.layout is not None:
