@@ -132,23 +132,30 @@ class _Dump:
                               f"        value = default_{idx}{'()' if callable(default) else ''}"]
                 lines.append("    if value is not missing:")
                 indent += "    "
-            serialized = f"field_{idx}._serialize(value, {name!r}, obj)"
-            if type(field) in DIRECT:
-                namespace[f"direct_{idx}"] = DIRECT[type(field)]
-                serialized = f"None if value is None else direct_{idx}(value)"
-            elif type(field) is ma.fields.Nested:  # its _serialize, less a call and the schema's lookup
-                namespace[f"nested_{idx}"] = field.schema.dump
-                serialized = f"None if value is None else nested_{idx}(value, many={field.schema.many or field.many})"
-            if passes is not None:
-                namespace[f"passes_{idx}"] = passes
-                serialized = f"value if type(value) is passes_{idx} else {serialized}"
-            lines.append(f"{indent}out[{key!r}] = {serialized}")
+            lines.append(f"{indent}out[{key!r}] = {_serialized(namespace, idx, field, name, passes, 'obj')}")
         if reads_data:
             lines.insert(1, "    data = obj.__data__")
         lines.append("    return out")
         exec(compile("\n".join(lines), f"<dump of {kind.__name__}>", "exec"), namespace)
         self.by_type[kind] = namespace["dump"]
         return namespace["dump"]
+
+
+def _serialized(namespace, suffix, field, name, passes, obj):
+    """The expression of `value` serialized as `field`'s _serialize does (with `obj`, the
+    expression of the object it came from), and what it needs put in `namespace`."""
+    namespace[f"field_{suffix}"] = field
+    serialized = f"field_{suffix}._serialize(value, {name!r}, {obj})"
+    if type(field) in DIRECT:
+        namespace[f"direct_{suffix}"] = DIRECT[type(field)]
+        serialized = f"None if value is None else direct_{suffix}(value)"
+    elif type(field) is ma.fields.Nested:  # its _serialize, less a call and the schema's lookup
+        namespace[f"nested_{suffix}"] = field.schema.dump
+        serialized = f"None if value is None else nested_{suffix}(value, many={field.schema.many or field.many})"
+    if passes is not None:
+        namespace[f"passes_{suffix}"] = passes
+        serialized = f"value if type(value) is passes_{suffix} else {serialized}"
+    return serialized
 
 
 class _Unreadable(Exception):
@@ -216,14 +223,7 @@ class _ItemsFromRows:
         else:  # related
             _, dest, outer, column = read
             value = f"{self._value(column, prefix)} if {self._present(dest)} else {'None' if outer else 'unreadable()'}"
-        self.namespace[f"field_{prefix}"] = field
-        serialized = f"field_{prefix}._serialize(value, {field_name!r}, None)"
-        if type(field) in DIRECT:
-            self.namespace[f"direct_{prefix}"] = DIRECT[type(field)]
-            serialized = f"None if value is None else direct_{prefix}(value)"
-        if passes is not None:
-            self.namespace[f"passes_{prefix}"] = passes
-            serialized = f"value if type(value) is passes_{prefix} else {serialized}"
+        serialized = _serialized(self.namespace, prefix, field, field_name, passes, "None")
         return [f"    value = {value}", f"    out[{out_key!r}] = {serialized}"]
 
     def _value(self, column, prefix):
