@@ -110,6 +110,22 @@ class DefaultConfig:
     BROWSER_HOST_DIR = None
     BROWSER_CHROMIUM_PATH = None
     BROWSER_HOST_START_SECONDS = 30
+    # Sandboxes (app/browsers/host/sandbox.py; docs/browsers.md, "Isolation"). "on": each session's
+    # browser runs in a sandbox of its own (own files, unprivileged user, network namespace, cgroup),
+    # and a host that cannot make one starts no browser and says why; "off": browsers run as the
+    # host's user on its files and network, with a warning at the host's start.
+    BROWSER_SANDBOX = "on"
+    # The unprivileged user sandboxes run as (a name or a uid); `make run` creates lantern-browser.
+    BROWSER_SANDBOX_USER = "lantern-browser"
+    # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
+    # none by default): for a development server, or tests.
+    BROWSER_LOOPBACK_PORTS = ""
+    # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
+    BROWSER_ALLOWED_NETWORKS = ""
+    # Memory cap of a session's sandbox by kind (an idle headless Chromium takes ~400 MB; past the cap the
+    # session ends with end_reason "oom"), and its cap on processes and threads.
+    BROWSER_SANDBOX_MEMORY_MB = {"headless": 2048, "headful": 3072}
+    BROWSER_SANDBOX_PIDS = 1024
     # Retry-After of a 503 when no browser host has room.
     BROWSER_CAPACITY_RETRY_AFTER_SECONDS = 5
     # Where clients reach this server (cdp_ws_url; the hosted login page unless AUTH_PUBLIC_BASE_URL

@@ -43,8 +43,12 @@ def host_command(bind, advertise, name, capacity):
     config = current_app.config
     capacity = (capacity or config["BROWSER_HOST_CAPACITY"]
                 or memory_capacity(config["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]))
-    server = BrowserHostServer(current_app._get_current_object(), name=name or f"{socket.gethostname()}:{port}",
-                               bind=(address, int(port)), advertise=advertise or f"http://{bind}", capacity=capacity)
+    try:
+        server = BrowserHostServer(current_app._get_current_object(), name=name or f"{socket.gethostname()}:{port}",
+                                   bind=(address, int(port)), advertise=advertise or f"http://{bind}",
+                                   capacity=capacity)
+    except ValueError as error:  # a sandbox setting that does not parse
+        raise click.UsageError(str(error)) from None
     if not server.binary:
         click.echo("Chromium is missing: install Debian's chromium (apt-get install chromium); until then this host "
                    "takes no browser and creates answer 503 no_browser_host.", err=True)

@@ -26,8 +26,10 @@ ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
 # start, or exited by itself.
 ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP = "host_lost", "host_restarted", "host_stopped"
 ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT = "launch_failed", "browser_exited"
+# A process of the session's sandbox went past its memory cap and the kernel killed it.
+ENDED_BY_OOM = "oom"
 END_REASONS = (ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP,
-               ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT)
+               ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT, ENDED_BY_OOM)
 
 
 class BrowserHost(BaseModel):

@@ -1,6 +1,7 @@
 """The CDP relay: a client's WebSocket on /browsers/{id}/cdp, spliced through to the
 session's browser: through its host's relay when the host is another machine, or
-straight to Chromium's DevTools port when the host runs on this one (loopback address),
+straight to Chromium's DevTools when the host runs on this one (loopback address): the
+Unix socket of its sandbox (or its port on 127.0.0.1 without a sandbox),
 which saves a hop per message; the host is then told when the client comes and goes,
 since a connected client keeps the session active.
 
@@ -21,7 +22,7 @@ from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
-from app.core.splice import splice, upgrade_request
+from app.core.splice import connect_unix, splice, upgrade_request
 
 HANDSHAKE_LIMIT = 64 * 1024
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -69,22 +70,27 @@ def relay(session, target_path=""):
 
 def _open_through_host(session, target_path):
     address = urlsplit(session.host.address)
-    return _handshake((address.hostname, address.port or 80), f"/sessions/{session.id}/cdp{target_path}",
+    return _handshake(lambda: socket.create_connection((address.hostname, address.port or 80), timeout=10),
+                      f"/sessions/{session.id}/cdp{target_path}",
                       [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"], session)
 
 
 def _open_local(session, target_path):
+    """Straight to the browser's DevTools: its sandbox's Unix socket, or its port without a sandbox."""
     try:
         endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
     except hosts.HostError:
         raise _unreachable(session) from None
-    return _handshake(("127.0.0.1", endpoint["port"]), target_path or endpoint["browser_path"],
-                      [f"Host: 127.0.0.1:{endpoint['port']}"], session)
+    if endpoint.get("socket"):
+        return _handshake(lambda: connect_unix(endpoint["socket"], 10), target_path or endpoint["browser_path"],
+                          ["Host: localhost"], session)
+    return _handshake(lambda: socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=10),
+                      target_path or endpoint["browser_path"], [f"Host: 127.0.0.1:{endpoint['port']}"], session)
 
 
-def _handshake(address, path, headers, session):
+def _handshake(connect, path, headers, session):
     try:
-        upstream = socket.create_connection(address, timeout=10)
+        upstream = connect()
     except OSError:
         raise _unreachable(session) from None
     upstream.sendall(upgrade_request(path, headers, request.headers))

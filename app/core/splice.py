@@ -4,6 +4,7 @@ Plain threads: under gunicorn's gevent worker they are greenlets, in the browser
 real threads. The data is not looked at, so a WebSocket relayed this way costs two
 recv/send pairs per message and no parsing.
 """
+import os
 import socket
 import threading
 
@@ -18,6 +19,26 @@ def upgrade_request(path, headers, incoming):
     lines = [f"GET {path} HTTP/1.1", *headers, "Upgrade: websocket", "Connection: Upgrade"]
     lines += [f"{name}: {incoming[name]}" for name in PASSED_HEADERS if incoming.get(name)]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def connect_unix(path, timeout):
+    """A stream socket connected to the Unix socket at `path`. A socket's path holds 107 bytes at most, and
+    a browser host's folders can be deeper: a longer one is reached through its folder's descriptor."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        if len(os.fsencode(path)) < 100:
+            sock.connect(path)
+        else:
+            folder = os.open(os.path.dirname(path), os.O_PATH)
+            try:
+                sock.connect(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
+            finally:
+                os.close(folder)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def splice(client, upstream):

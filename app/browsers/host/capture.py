@@ -367,6 +367,12 @@ class Capture:
         self._emit("service_crashed", "system",
                    {"kind": "local_process", "event": "exit", "metadata": exit_metadata(returncode)}, data)
 
+    def out_of_memory(self, report):
+        """The kernel killed a process of the session's sandbox past its memory cap: the SDK's system_oom_kill
+        (`report`: its data, from sandbox.oom_report)."""
+        if "system" in self._enabled:
+            self._emit("system_oom_kill", "system", {"kind": "local_process", "event": "oom_kill"}, report)
+
     def client_connected(self, connection_id):
         """A CDP client connected to Lantern's CDP endpoint for this browser."""
         if "connection" in self._enabled:

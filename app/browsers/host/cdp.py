@@ -1,6 +1,6 @@
 """A small Chrome DevTools Protocol client: one WebSocket, one reader thread.
 
-    cdp = CdpClient(browser.ws_url)
+    cdp = CdpClient(browser.devtools)     # or a ws:// URL
     cdp.on("Target.targetCreated", lambda params, session_id: ...)
     targets = cdp.call("Target.getTargets")["targetInfos"]
     session = cdp.call("Target.attachToTarget", {"targetId": tid, "flatten": True})["sessionId"]
@@ -17,13 +17,17 @@ addresses one, and handlers receive the event's session id (None for browser-lev
 
 Plain threads and blocking sockets: the browser host is a thread-based `flask` command.
 """
+import http.client
 import itertools
 import json
 import logging
 import socket
 import threading
+from dataclasses import dataclass
 
 import websocket
+
+from app.core.splice import connect_unix
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,42 @@ class CdpError(RuntimeError):
     def __init__(self, message, code=None):
         super().__init__(message)
         self.code = code
+
+
+@dataclass(frozen=True)
+class DevTools:
+    """Where one browser's DevTools answer: a Unix socket (a sandboxed browser's, reachable by its host
+    alone) or a port on 127.0.0.1 (a browser without a sandbox)."""
+
+    browser_path: str  # /devtools/browser/<uuid>
+    socket_path: str | None = None
+    port: int | None = None
+
+    @property
+    def host(self):
+        """The Host header Chromium expects: it answers only requests naming localhost or an IP."""
+        return f"127.0.0.1:{self.port}" if self.port else "localhost"
+
+    def ws_url(self, path=None):
+        return f"ws://{self.host}{path or self.browser_path}"
+
+    def connect(self, timeout=10.0):
+        if self.socket_path:
+            return connect_unix(self.socket_path, timeout)
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
+    def get_json(self, path, timeout=10.0):
+        """Chromium's JSON answer to GET `path` (/json/version, /json/list); OSError or ValueError otherwise."""
+        connection = http.client.HTTPConnection(self.host, timeout=timeout)
+        connection.sock = self.connect(timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            if response.status != 200:
+                raise OSError(f"GET {path}: HTTP {response.status}")
+            return json.loads(response.read())
+        finally:
+            connection.close()
 
 
 class _Waiter:
@@ -48,13 +88,16 @@ class CdpClient:
     """One DevTools WebSocket (browser- or page-level). `timeout` bounds the connect and,
     unless a call gives its own, each call."""
 
-    def __init__(self, ws_url, timeout=10.0):
+    def __init__(self, endpoint, timeout=10.0):
+        """`endpoint`: a ws:// URL, or a browser's DevTools (its browser-level socket)."""
+        ws_url = endpoint.ws_url() if isinstance(endpoint, DevTools) else endpoint
         self.ws_url = ws_url
         self.timeout = timeout
         try:
+            sock = endpoint.connect(timeout) if isinstance(endpoint, DevTools) else None
             # No Origin header: Chromium refuses a WebSocket whose Origin it was not told to allow.
             # websocket-client sets no limit on a message's size (screenshots, bodies are large).
-            self._ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True,
+            self._ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True, socket=sock,
                                                    enable_multithread=True, skip_utf8_validation=True)
         except (OSError, websocket.WebSocketException) as error:
             raise CdpError(f"cannot connect to {ws_url}: {error}") from None

@@ -45,11 +45,12 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from app.browsers.host.cdp import CdpClient
+from app.browsers.host import sandbox
+from app.browsers.host.cdp import CdpClient, DevTools
 
 log = logging.getLogger(__name__)
 
@@ -138,21 +139,22 @@ def _is_ip(host):
     return True
 
 
-def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT):
-    """(argv, environment additions) to start `binary` on `user_data_dir` with `options`."""
+def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sandboxed=False):
+    """(argv, environment additions) to start `binary` on `user_data_dir` with `options`; `sandboxed`:
+    inside a sandbox (sandbox.py), with its fixed DevTools port and Chromium's own sandbox on."""
     argv = [binary]
     env = {}
     if options.display:
         env["DISPLAY"] = options.display
     else:
         argv.append("--headless=new")
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and not sandboxed:
         argv.append("--no-sandbox")  # Chromium refuses to run as root otherwise
     argv += [
         "--disable-dev-shm-usage",
         # No --remote-allow-origins: clients that send no Origin header (the host's own CDP client,
         # the relay, which strips it) are let in, and web pages, which always send one, are not.
-        "--remote-debugging-port=0",
+        f"--remote-debugging-port={sandbox.DEVTOOLS_PORT if sandboxed else 0}",
         f"--user-data-dir={user_data_dir}",
         "--no-first-run", "--no-default-browser-check", "--disable-component-update",
         "--password-store=basic", "--use-mock-keychain",
@@ -192,31 +194,41 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT):
 
 
 class Browser:
-    """One running Chromium: `Browser.start(...)`, then `ws_url`, `stop()`."""
+    """One running Chromium: `Browser.start(...)`, then `devtools` (or `ws_url` without a sandbox), `stop()`."""
 
-    def __init__(self, process, workdir, port, browser_path, log_path, tmpdir):
+    def __init__(self, process, workdir, devtools, log_path, tmpdir, box=None):
         self.process = process
         self.pid = process.pid  # also the process group id
         self.workdir = Path(workdir)
-        self.port = port
-        self.browser_path = browser_path  # /devtools/browser/<uuid>
+        self.devtools = devtools
         self.log_path = log_path
-        self.tmpdir = tmpdir  # TMPDIR as Chromium got it: workdir/tmp or a short link to it
+        self.tmpdir = tmpdir  # TMPDIR as Chromium got it: workdir/tmp or a short link to it (no sandbox)
+        self.box = box
+
+    @property
+    def port(self):
+        return self.devtools.port
+
+    @property
+    def browser_path(self):
+        return self.devtools.browser_path  # /devtools/browser/<uuid>
 
     @property
     def ws_url(self):
-        return f"ws://127.0.0.1:{self.port}{self.browser_path}"
+        return self.devtools.ws_url()
 
     @property
     def alive(self):
         return self.process.poll() is None
 
     @classmethod
-    def start(cls, binary, workdir, options, *, timeout=20.0):
-        """Start Chromium on `workdir` (user-data/, tmp/, chromium.log) and wait until its DevTools
-        endpoint answers; LaunchError, with the log's tail, if it does not within `timeout`."""
+    def start(cls, binary, workdir, options, *, timeout=20.0, box=None):
+        """Start Chromium on `workdir` (user-data/, tmp/, chromium.log), inside `box` when given (a created
+        sandbox.Sandbox), and wait until its DevTools endpoint answers; LaunchError, with the log's tail,
+        if it does not within `timeout`."""
         measured = (binary, options.display is None)
-        browser = cls._launch(binary, workdir, options, timeout, _measured_chrome_heights.get(measured, CHROME_HEIGHT))
+        browser = cls._launch(binary, workdir, options, timeout, _measured_chrome_heights.get(measured, CHROME_HEIGHT),
+                              box)
         if options.viewport and measured not in _measured_chrome_heights:
             try:
                 height = browser._measure_chrome_height(timeout)
@@ -227,19 +239,18 @@ class Browser:
             if height != CHROME_HEIGHT:
                 log.warning("browser UI is %s px high, not %s: relaunching %s", height, CHROME_HEIGHT, binary)
                 browser.stop()
-                browser = cls._launch(binary, workdir, options, timeout, height)
+                browser = cls._launch(binary, workdir, options, timeout, height, box)
         return browser
 
     @classmethod
-    def _launch(cls, binary, workdir, options, timeout, chrome_height):
+    def _launch(cls, binary, workdir, options, timeout, chrome_height, box):
         workdir = Path(workdir).absolute()  # as given otherwise: kill_group(expect_in_cmdline=workdir) matches it
+        if box is not None:
+            return cls._launch_in(box, binary, workdir, options, timeout, chrome_height)
         user_data, tmp = workdir / "user-data", workdir / "tmp"
         user_data.mkdir(parents=True, exist_ok=True)
         tmp.mkdir(parents=True, exist_ok=True)
-        # Left by a Chromium that was killed: a lock would make the new one hand over to the dead
-        # one and exit, an old DevToolsActivePort would name a closed port.
-        for name in (*SINGLETON_FILES, "DevToolsActivePort"):
-            (user_data / name).unlink(missing_ok=True)
+        _remove_stale_files(user_data)
         argv, env_updates = command(binary, user_data, options, chrome_height=chrome_height)
         log_path = workdir / "chromium.log"
         tmpdir = _short_path_to(tmp)
@@ -250,18 +261,53 @@ class Browser:
                                             "BREAKPAD_DUMP_LOCATION": str(workdir / "crash-dumps")},
                                        start_new_session=True, close_fds=True)
         try:
-            port, browser_path = _wait_for_devtools(process, user_data, time.monotonic() + timeout)
+            devtools = _wait_for_devtools(process, time.monotonic() + timeout, lambda: _on_port(user_data))
         except LaunchError as error:
             kill_group(process.pid, grace=0)
             process.wait()
             if os.path.islink(tmpdir):
                 os.unlink(tmpdir)
             raise LaunchError(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
-        return cls(process, workdir, port, browser_path, log_path, tmpdir)
+        return cls(process, workdir, devtools, log_path, tmpdir)
+
+    @classmethod
+    def _launch_in(cls, box, binary, workdir, options, timeout, chrome_height):
+        """The same inside `box`: its home holds the profile, extensions are bound read-only, an X display
+        is started inside it for a headful browser, DevTools answer on its Unix socket."""
+        user_data = box.home / "user-data"
+        if not user_data.exists():
+            user_data.mkdir()
+            os.chown(user_data, *box.policy.ids())
+        _remove_stale_files(user_data)
+        Path(box.devtools_socket()).unlink(missing_ok=True)
+        extensions = workdir / "extensions"
+        inside = [f"{sandbox.INSIDE_EXTENSIONS}/{Path(folder).resolve().relative_to(extensions.resolve())}"
+                  for folder in options.extension_dirs]
+        screen = None
+        if not options.headless:
+            screen = _screen_for(options.viewport, chrome_height)
+            options = replace(options, display=":99")
+        argv, env = command(binary, f"{sandbox.INSIDE_HOME}/user-data", replace(options, extension_dirs=inside),
+                            chrome_height=chrome_height, sandboxed=True)
+        env["BREAKPAD_DUMP_LOCATION"] = f"{sandbox.INSIDE_HOME}/.crash-dumps"
+        log_path = workdir / "chromium.log"
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(
+                box.wrap(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)] if extensions.is_dir() else (),
+                         screen=screen),
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env={"PATH": os.defpath},
+                start_new_session=True, close_fds=True)
+        try:
+            devtools = _wait_for_devtools(process, time.monotonic() + timeout, lambda: _on_socket(box.devtools_socket()))
+        except LaunchError as error:
+            box.cgroup.kill(0)
+            process.wait()
+            raise LaunchError(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
+        return cls(process, workdir, devtools, log_path, "/tmp", box)
 
     def _measure_chrome_height(self, timeout):
         """outerHeight - innerHeight of a fresh blank window (the first tab may be loading start_url)."""
-        with CdpClient(self.ws_url, timeout=timeout) as cdp:
+        with CdpClient(self.devtools, timeout=timeout) as cdp:
             target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
             gone = threading.Event()
             cdp.on("Target.detachedFromTarget", lambda params, _: params.get("targetId") == target and gone.set())
@@ -275,7 +321,11 @@ class Browser:
         return result["result"]["value"]
 
     def stop(self, grace=2.0):
-        """SIGTERM to the group, SIGKILL to what is left after `grace` seconds; the exit status. Idempotent."""
+        """SIGTERM to the group (every process of the sandbox), SIGKILL to what is left after `grace` seconds;
+        the exit status. Idempotent."""
+        if self.box is not None:
+            self.box.cgroup.kill(grace)
+            return self.process.wait()
         if self.process.poll() is None:
             _signal_group(self.pid, signal.SIGTERM)
             try:
@@ -286,6 +336,20 @@ class Browser:
         if os.path.islink(self.tmpdir):
             os.unlink(self.tmpdir)
         return self.process.wait()
+
+
+def _remove_stale_files(user_data):
+    """Left by a Chromium that was killed: a lock would make the new one hand over to the dead one and
+    exit, an old DevToolsActivePort would name a closed port."""
+    for name in (*SINGLETON_FILES, "DevToolsActivePort"):
+        (user_data / name).unlink(missing_ok=True)
+
+
+def _screen_for(viewport, chrome_height):
+    """The X screen of a headful browser: DEFAULT_SCREEN, or larger to hold the window."""
+    if not viewport:
+        return DEFAULT_SCREEN
+    return max(DEFAULT_SCREEN[0], viewport[0]), max(DEFAULT_SCREEN[1], viewport[1] + chrome_height)
 
 
 def _short_path_to(tmp):
@@ -335,6 +399,8 @@ def kill_leftovers(sessions_root):
             # Checked against the command line: after a reboot the id may belong to anything.
             if kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid" else "Xvfb"):
                 killed.append((record, pgid))
+        if sandbox.remove_leftovers(workdir):
+            killed.append(("sandbox", sandbox.sandbox_name(workdir)))
         shutil.rmtree(workdir, ignore_errors=True)
     return killed
 
@@ -380,25 +446,43 @@ def _cmdline(pid):
         return ""
 
 
-def _wait_for_devtools(process, user_data, deadline):
-    """(port, /devtools/browser/<uuid>) once the file names them and /json/version answers."""
-    active_port = user_data / "DevToolsActivePort"
+def _wait_for_devtools(process, deadline, find):
+    """The browser's DevTools once `find()` gives them (it answers None until then)."""
     while True:
         if process.poll() is not None:
             raise LaunchError(f"Chromium exited with {process.returncode} before its DevTools endpoint answered")
         if time.monotonic() > deadline:
             raise LaunchError("Chromium's DevTools endpoint did not answer in time")
-        lines = active_port.read_text().splitlines() if active_port.exists() else []
-        if len(lines) >= 2 and _answers(f"http://127.0.0.1:{lines[0]}/json/version"):
-            return int(lines[0]), lines[1]
+        devtools = find()
+        if devtools is not None:
+            return devtools
         time.sleep(0.02)
 
 
-def _answers(url):
+def _on_port(user_data):
+    """Chromium's DevTools on the port DevToolsActivePort names (`--remote-debugging-port=0`), once it answers."""
+    active_port = user_data / "DevToolsActivePort"
+    lines = active_port.read_text().splitlines() if active_port.exists() else []
+    if len(lines) < 2:
+        return None
+    devtools = DevTools(lines[1], port=int(lines[0]))
+    return devtools if _answers(devtools) else None
+
+
+def _on_socket(socket_path):
+    """Chromium's DevTools behind a sandbox's socket, once /json/version answers there (with the browser's path)."""
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
-    except OSError:
+        url = DevTools("", socket_path=socket_path).get_json("/json/version", timeout=1)["webSocketDebuggerUrl"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return DevTools(urlsplit(url).path, socket_path=socket_path)
+
+
+def _answers(devtools):
+    try:
+        devtools.get_json("/json/version", timeout=1)
+        return True
+    except (OSError, ValueError):
         return False
 
 

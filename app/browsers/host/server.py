@@ -35,10 +35,8 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import threading
 import time
-import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -47,13 +45,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from app.browsers import hosts, logs, sessions, telemetry
-from app.browsers.host import launch, storage
+from app.browsers.host import launch, sandbox, storage
 from app.browsers.host.capture import Capture, LogTail, exit_metadata
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.models import (
     ENDED_BY_BROWSER_EXIT,
     ENDED_BY_HOST_RESTART,
     ENDED_BY_HOST_STOP,
+    ENDED_BY_OOM,
     BrowserHost,
     BrowserSession,
 )
@@ -76,7 +75,8 @@ class Hosted:
     session_id: str
     workdir: Path
     browser: launch.Browser | None = None
-    xvfb: object = None
+    box: sandbox.Sandbox | None = None
+    xvfb: object = None  # without a sandbox: the Xvfb of a headful browser
     origins: set = field(default_factory=set)  # of the loaded profile: read back on save
     # Connected CDP clients: id -> (pid of the worker relaying it straight to Chromium, or None when
     # this host relays it, and when it came). A worker that dies takes its entries with it.
@@ -100,6 +100,10 @@ class BrowserHostServer:
         self.root = Path(config["BROWSER_HOST_DIR"] or os.path.join(app.instance_path, "browser-host")) / name
         self.binary = launch.find_chromium(config["BROWSER_CHROMIUM_PATH"])
         self.headful = launch.xvfb_available()
+        # None when the operator turned sandboxes off (BROWSER_SANDBOX=off); what the machine lacks to
+        # sandbox is probed at start (run()).
+        self.policy = None if config["BROWSER_SANDBOX"] == "off" else sandbox.SandboxPolicy.from_config(config)
+        self.cannot_sandbox = []
         self.secret = hosts.secret(app)
         self.hosted = {}
         self.lock = threading.Lock()
@@ -114,6 +118,14 @@ class BrowserHostServer:
         """Serve until SIGTERM or SIGINT; then stop every browser and end their sessions."""
         (self.root / "sessions").mkdir(parents=True, exist_ok=True)
         self.clean_up_after_crash()
+        if self.policy is None:
+            logger.warning("BROWSER_SANDBOX is off: every browser runs as this host's user (%s), on its files and "
+                           "network, and any user of a session can reach them (docs/browsers.md, Isolation)",
+                           os.geteuid())
+        else:
+            self.cannot_sandbox = sandbox.probe(self.policy)
+            for missing in self.cannot_sandbox:
+                logger.error("cannot sandbox browsers: %s", missing)
         self.register()
         self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
         self.httpd.daemon_threads = True
@@ -141,11 +153,19 @@ class BrowserHostServer:
             self.httpd.shutdown()
             self.stopped.set()
 
+    def unavailable_reason(self):
+        """Why this host cannot start browsers (None: it can)."""
+        if not self.binary:
+            return "Chromium is not installed on this host: apt-get install chromium (or set BROWSER_CHROMIUM_PATH)"
+        if self.cannot_sandbox:
+            return (f"it cannot sandbox browsers ({'; '.join(self.cannot_sandbox)}); BROWSER_SANDBOX=off runs them "
+                    "without, which docs/browsers.md (Isolation) says what gives up")
+        return None
+
     def register(self):
-        reason = None if self.binary else ("Chromium is not installed on this host: apt-get install chromium "
-                                           "(or set BROWSER_CHROMIUM_PATH)")
+        reason = self.unavailable_reason()
         now = clock.now()
-        fields = {"address": self.advertise, "capacity": self.capacity if self.binary else 0,
+        fields = {"address": self.advertise, "capacity": 0 if reason else self.capacity,
                   "headful": self.headful, "unavailable_reason": reason, "started_at": now, "heartbeat_at": now}
         with self.app.app_context(), db.connection_context(), db.atomic():
             host = BrowserHost.get_or_none(BrowserHost.name == self.name)
@@ -169,6 +189,7 @@ class BrowserHostServer:
         while not self.stopped.wait(interval):
             try:
                 self.forget_dead_workers()
+                self.end_out_of_memory()
                 with self.app.app_context(), db.connection_context():
                     BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == self.host_id).execute()
                     self.touch([h.session_id for h in list(self.hosted.values()) if h.connections])
@@ -182,6 +203,19 @@ class BrowserHostServer:
             for connection_id, (pid, _) in list(hosted.connections.items()):
                 if pid is not None and not _process_exists(pid):
                     self.client_left(hosted, connection_id)
+
+    def end_out_of_memory(self):
+        """A session whose sandbox had a process killed for memory ends (`oom`), all of it."""
+        for hosted in list(self.hosted.values()):
+            if hosted.box is None or hosted.starting or hosted.stopping or not hosted.box.oom_kills():
+                continue
+            report = sandbox.oom_report(hosted.box.cgroup)
+            self.note(hosted, f"{report['process_name']} (pid {report['pid']}) went past the session's memory cap "
+                              f"of {hosted.box.memory_mb} MB and was killed; the session ends", level=logging.WARNING)
+            if hosted.capture:
+                hosted.capture.out_of_memory(report)
+            threading.Thread(target=self.stop_browser, args=(hosted.session_id,),
+                             kwargs={"save": False, "reason": ENDED_BY_OOM}, daemon=True).start()
 
     def stop_ended(self):
         """Stop browsers whose session ended a while ago without this host being told (a stop that failed
@@ -206,9 +240,9 @@ class BrowserHostServer:
     def start_browser(self, body):
         """(status, answer) for POST /sessions."""
         session_id = body["session_id"]
-        if not self.binary:
-            return 503, {"code": "chromium_missing", "message": "Chromium is not installed on browser host "
-                         f"{self.name}: apt-get install chromium."}
+        if self.unavailable_reason():
+            return 503, {"code": "browser_host_unavailable", "message": f"Browser host {self.name} cannot start "
+                         f"browsers: {self.unavailable_reason()}"}
         if not body.get("headless") and not self.headful:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
@@ -241,7 +275,11 @@ class BrowserHostServer:
         extension_dirs = [self._unpack(hosted.workdir / "extensions" / e["id"], e["zip"])
                           for e in body.get("extensions") or ()]
         display = None
-        if not body.get("headless"):
+        if self.policy is not None:
+            kind = "headless" if body.get("headless") else "headful"
+            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=self.policy.memory_mb[kind],
+                                         allowed_hosts=body.get("allowed_hosts")).create()
+        elif not body.get("headless"):
             hosted.xvfb, display = launch.start_xvfb(hosted.workdir)
             (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
         viewport = body.get("viewport")
@@ -251,14 +289,14 @@ class BrowserHostServer:
             timezone=location.get("timezone"), locale=location.get("locale"), start_url=body.get("start_url"),
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
-        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options)
+        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.pid))
         state = body.get("profile_state")
         if state:
             hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
-            with CdpClient(hosted.browser.ws_url) as cdp:
+            with CdpClient(hosted.browser.devtools) as cdp:
                 storage.load_state(cdp, state)
-        hosted.capture = Capture(hosted.browser.ws_url, categories=lambda: self.categories(hosted),
+        hosted.capture = Capture(hosted.browser.devtools, categories=lambda: self.categories(hosted),
                                  sink=lambda events: self.ingest(hosted, telemetry.ingest, events),
                                  on_drops=lambda total: self.note(
                                      hosted, f"telemetry capture could not keep up: {total} events dropped so far",
@@ -266,7 +304,9 @@ class BrowserHostServer:
         hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.ingest(
             hosted, logs.ingest, "supervisor", CHROMIUM_LOG, [{"message": line} for line in lines])).start()
         self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
-                          f"{'headless' if options.headless else 'headful'}")
+                          f"{'headless' if options.headless else 'headful'}, "
+                          + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
+                             else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
 
     def categories(self, hosted):
         """The session's enabled telemetry categories, read again at most once a second (a PATCH applies within it)."""
@@ -332,7 +372,7 @@ class BrowserHostServer:
                     follower.stop()  # what was captured so far goes in first
             if save and hosted.browser and hosted.browser.alive:
                 try:
-                    with CdpClient(hosted.browser.ws_url) as cdp:
+                    with CdpClient(hosted.browser.devtools) as cdp:
                         state = storage.read_state(cdp, extra_origins=hosted.origins)
                 except (CdpError, OSError) as error:
                     logger.warning("reading the profile state of session %s failed: %s", hosted.session_id, error)
@@ -342,6 +382,8 @@ class BrowserHostServer:
                 launch.kill_group(hosted.xvfb.pid, grace=1)
                 hosted.xvfb.wait()
         finally:
+            if hosted.box is not None:
+                hosted.box.destroy()
             _remove(hosted.workdir)
             with self.lock:
                 self.hosted.pop(hosted.session_id, None)
@@ -350,7 +392,9 @@ class BrowserHostServer:
     def watch(self, hosted):
         """A browser that exits by itself (crash, killed) ends its session."""
         hosted.browser.process.wait()
-        if not hosted.stopping:
+        if hosted.box is not None and hosted.box.oom_kills():
+            self.end_out_of_memory()  # the browser process itself was past the cap
+        elif not hosted.stopping:
             ended = exit_metadata(hosted.browser.process.returncode)
             how = f"was killed by {ended['signal']}" if "signal" in ended else f"exited with code {ended['exit_code']}"
             self.note(hosted, f"Chromium (pid {hosted.browser.pid}) {how}; the session ends", level=logging.WARNING)
@@ -463,11 +507,11 @@ class ControlHandler(BaseHTTPRequestHandler):
         if hosted is None or hosted.browser is None or hosted.stopping:
             self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
         elif parts[2:] == ["endpoint"]:
-            self.answer(200, {"port": hosted.browser.port, "browser_path": hosted.browser.browser_path})
+            devtools = hosted.browser.devtools
+            self.answer(200, {"socket": devtools.socket_path, "port": devtools.port,
+                              "browser_path": devtools.browser_path})
         elif parts[2:] in (["json", "version"], ["json", "list"]):
-            url = f"http://127.0.0.1:{hosted.browser.port}/{'/'.join(parts[2:])}"
-            with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - Chromium on loopback
-                self.answer(200, json.loads(response.read()))
+            self.answer(200, hosted.browser.devtools.get_json("/" + "/".join(parts[2:])))
         elif parts[2] == "cdp" and self.headers.get("Upgrade", "").lower() == "websocket":
             target = "/" + "/".join(parts[3:]) if len(parts) > 3 else hosted.browser.browser_path
             self.relay(hosted, target)
@@ -477,12 +521,13 @@ class ControlHandler(BaseHTTPRequestHandler):
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""
         self.close_connection = True
+        devtools = hosted.browser.devtools
         try:
-            upstream = socket.create_connection(("127.0.0.1", hosted.browser.port), timeout=10)
+            upstream = devtools.connect(timeout=10)
         except OSError:
             self.answer(502, {"code": "browser_unreachable", "message": "The browser does not answer."})
             return
-        upstream.sendall(upgrade_request(target, [f"Host: 127.0.0.1:{hosted.browser.port}"], self.headers))
+        upstream.sendall(upgrade_request(target, [f"Host: {devtools.host}"], self.headers))
         upstream.settimeout(None)
         connection_id = new_id()
         self.host.client_joined(hosted, connection_id)

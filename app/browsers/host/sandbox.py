@@ -1,0 +1,576 @@
+"""Each session's browser in a sandbox of its own: a small machine per session.
+
+    policy = SandboxPolicy.from_config(config)
+    missing = probe(policy)                 # [] when this machine can sandbox, else what it lacks
+    box = Sandbox(workdir, policy, memory_mb=2048, allowed_hosts=None)
+    box.create()                            # its network, firewall, cgroup and folders
+    process = subprocess.Popen(box.wrap(argv), ...)
+    box.devtools(browser_path).connect()    # its DevTools, reachable by this host alone
+    box.destroy()                           # every process of it killed; nothing of it left
+
+Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
+- **Files and processes**: bubblewrap (`bwrap`) with its own user, pid, IPC and UTS namespaces:
+  read-only /usr and the few /etc files Chromium needs, a private /tmp and /dev/shm, /proc of its
+  own pid namespace, and one writable home, the session's folder (`home/` of its workdir, seen as
+  /home/session). `--die-with-parent`: the sandbox dies with the host, whatever kills it.
+- **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
+  runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
+- **Network**: a network namespace made by `ip netns add`, given egress by `slirp4netns` (a user-mode
+  stack: the host's routing tables never see the session's packets), and an nftables ruleset inside
+  it, which the session cannot change (the namespace belongs to the host's root). The ruleset
+  rejects the host's own addresses, loopback, link-local, private, shared and reserved ranges
+  (BROWSER_ALLOWED_NETWORKS opens some), lets through the host loopback ports the operator lists
+  (BROWSER_LOOPBACK_PORTS, at the same http://127.0.0.1:PORT inside, translated to slirp4netns'
+  gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
+  addresses on ports 80 and 443 (names resolved by the host when the session starts).
+- **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; `socat`, inside the
+  sandbox, makes it a Unix socket in the session's `run/` folder (outside its home), which only this
+  host and the workers on this machine (root) open. No host TCP port.
+- **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
+  caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host.
+
+All names (namespace, cgroup) derive from the workdir's path, so a host restarted after `kill -9`
+finds and removes what a previous run left (`remove_leftovers`).
+"""
+import errno
+import grp
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import pwd
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "ip": "iproute2", "nft": "nftables",
+         "slirp4netns": "slirp4netns", "socat": "socat"}
+INSIDE_HOME = "/home/session"
+INSIDE_RUN = "/run/lantern"
+INSIDE_EXTENSIONS = "/opt/extensions"
+DEVTOOLS_PORT = 9222
+DEVTOOLS_SOCKET = "devtools.sock"
+# slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
+SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.2", "10.0.2.3"
+# Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
+ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
+             "mime.types", "X11")
+BLOCKED_NETWORKS = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+    "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
+    "::/127", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "ff00::/8")
+ALLOWLIST_PORTS = (80, 443)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "lantern"
+NETNS_PREFIX = "lantern-"
+KILL_SECONDS = 5.0
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up (what failed is in the message)."""
+
+
+def parse_ports(text):
+    """'18000-18099,3000' -> ((18000, 18099), (3000, 3000)); ValueError on anything else."""
+    ranges = []
+    for part in filter(None, (p.strip() for p in str(text or "").split(","))):
+        low, _, high = part.partition("-")
+        low, high = int(low), int(high or low)
+        if not 1 <= low <= high <= 65535:
+            raise ValueError(f"not a port or range of ports: {part!r}")
+        if low <= DEVTOOLS_PORT <= high:
+            raise ValueError(f"port {DEVTOOLS_PORT} is the sandbox's own DevTools port; leave it out of {part!r}")
+        ranges.append((low, high))
+    return tuple(ranges)
+
+
+def parse_networks(text):
+    """'10.1.0.0/16, fd00::/8' -> (IPv4Network('10.1.0.0/16'), ...); ValueError on anything else."""
+    items = text if isinstance(text, (list, tuple)) else str(text or "").split(",")
+    return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What every sandbox of a host gets (from BROWSER_SANDBOX_* and BROWSER_* settings)."""
+
+    user: str = "lantern-browser"
+    loopback_ports: tuple = ()
+    allowed_networks: tuple = ()
+    memory_mb: dict = field(default_factory=lambda: {"headless": 2048, "headful": 3072})
+    pids_max: int = 512
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(user=config["BROWSER_SANDBOX_USER"], loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
+                   allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
+                   memory_mb=dict(config["BROWSER_SANDBOX_MEMORY_MB"]), pids_max=int(config["BROWSER_SANDBOX_PIDS"]))
+
+    def ids(self):
+        """(uid, gid) of the sandbox user; KeyError when there is no such user."""
+        entry = pwd.getpwuid(int(self.user)) if str(self.user).isdigit() else pwd.getpwnam(self.user)
+        return entry.pw_uid, entry.pw_gid
+
+
+def probe(policy):
+    """What this machine lacks to sandbox browsers, one sentence each ([]: nothing)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("the browser host does not run as root, which network namespaces and cgroups need")
+    absent = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if absent:
+        packages = " ".join(sorted({TOOLS[tool] for tool in absent}))
+        missing.append(f"{', '.join(absent)} not installed (apt-get install {packages})")
+    try:
+        uid, _ = policy.ids()
+        if uid == 0:
+            missing.append(f"BROWSER_SANDBOX_USER {policy.user} is root")
+    except KeyError:
+        missing.append(f"no user {policy.user!r} (BROWSER_SANDBOX_USER; make run creates it: "
+                       f"useradd --system --no-create-home --shell /usr/sbin/nologin {policy.user})")
+    if missing:
+        return missing
+    try:
+        Cgroup.parent_ready()
+    except OSError as error:
+        missing.append(f"cgroups: the memory and pids controllers are not writable here ({error})")
+    uid, gid = policy.ids()
+    trial = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "bwrap",
+                            "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib",
+                            "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "/usr/bin/true"],
+                           capture_output=True, text=True, timeout=30, check=False)
+    if trial.returncode != 0:
+        missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user}: "
+                       f"{trial.stderr.strip() or trial.returncode} (are unprivileged user namespaces enabled?)")
+    return missing
+
+
+class Sandbox:
+    """One session's sandbox, laid out in `workdir` (home/, run/, etc/) and named after it."""
+
+    def __init__(self, workdir, policy, *, memory_mb, allowed_hosts=None):
+        self.workdir = Path(workdir).absolute()
+        self.policy = policy
+        self.memory_mb = memory_mb
+        self.allowed_hosts = allowed_hosts
+        self.name = sandbox_name(self.workdir)
+        self.home, self.run, self.etc = self.workdir / "home", self.workdir / "run", self.workdir / "etc"
+        self.cgroup = Cgroup(self.name)
+        self._slirp = None
+        self._slirp_exit = None
+
+    # -- set-up and tear-down -----------------------------------------------------------------
+
+    def create(self):
+        """Folders, cgroup, network namespace with its firewall and egress; SandboxError on failure
+        (what was made is removed again)."""
+        try:
+            self._make_folders()
+            self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max)
+            self._make_network()
+        except (OSError, subprocess.SubprocessError, ValueError) as error:
+            self.destroy()
+            raise SandboxError(f"setting up the sandbox failed: {error}") from None
+        return self
+
+    def destroy(self, grace=0.0):
+        """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go.
+        Idempotent; the workdir itself is the caller's to remove."""
+        self.cgroup.kill(grace)
+        if self._slirp is not None:
+            os.close(self._slirp_exit)  # slirp4netns exits when this end closes
+            try:
+                self._slirp.wait(timeout=KILL_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._slirp.kill()
+                self._slirp.wait()
+            self._slirp = None
+        _remove_netns(self.name)
+        self.cgroup.remove()
+
+    def _make_folders(self):
+        uid, gid = self.policy.ids()
+        for folder, owner in ((self.home, uid), (self.run, uid), (self.etc, 0)):
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chown(folder, owner, gid if owner else 0)
+            folder.chmod(0o700 if owner else 0o755)
+        group = grp.getgrgid(gid).gr_name if gid else "root"
+        (self.etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
+                                         f"session:x:{uid}:{gid}:session:{INSIDE_HOME}:/usr/sbin/nologin\n")
+        (self.etc / "group").write_text(f"root:x:0:\n{group}:x:{gid}:\n")
+        (self.etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+        (self.etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+
+    def _make_network(self):
+        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)
+        self._in_netns(["ip", "link", "set", "lo", "up"])
+        self._in_netns(["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"])  # 127.0.0.1:PORT -> gateway
+        self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
+        ready_read, ready_write = os.pipe()
+        exit_read, exit_write = os.pipe()
+        self._slirp_exit = exit_write
+        with open(self.workdir / "slirp4netns.log", "ab") as out:
+            self._slirp = subprocess.Popen(
+                ["slirp4netns", "--configure", "--mtu=65520", f"--ready-fd={ready_write}",
+                 f"--exit-fd={exit_read}", "--netns-type=path", f"/var/run/netns/{self.name}", "tap0"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(ready_write, exit_read),
+                start_new_session=True)
+        os.close(ready_write)
+        os.close(exit_read)
+        try:
+            ready = _read_with_deadline(ready_read, 10.0)
+        finally:
+            os.close(ready_read)
+        if ready != b"1":
+            raise SandboxError(f"slirp4netns did not come up: {(self.workdir / 'slirp4netns.log').read_text()[-500:]}")
+
+    def _in_netns(self, argv, stdin=None):
+        result = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin, text=True,
+                                capture_output=True, timeout=10, check=False)
+        if result.returncode != 0:
+            raise SandboxError(f"{' '.join(argv)} in the session's network namespace: {result.stderr.strip()}")
+
+    # -- running inside -------------------------------------------------------------------------
+
+    def wrap(self, argv, env=None, *, binds=(), screen=None):
+        """The command that runs `argv` inside the sandbox (`binds`: (host path, inside path) pairs
+        mounted read-only), with `env` as its whole environment besides HOME, TMPDIR and PATH, on an X
+        display of `screen` (width, height) started inside when given."""
+        uid, gid = self.policy.ids()
+        inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
+                 "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                 "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"]
+        for name in ETC_FILES:
+            if os.path.exists(f"/etc/{name}"):
+                inner += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        for name in ("passwd", "group", "hosts", "resolv.conf"):
+            inner += ["--ro-bind", str(self.etc / name), f"/etc/{name}"]
+        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
+                  "--bind", str(self.home), INSIDE_HOME, "--bind", str(self.run), INSIDE_RUN]
+        for outside, inside in binds:
+            inner += ["--ro-bind", str(outside), inside]
+        variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(env or {})}
+        for name, value in variables.items():
+            inner += ["--setenv", name, value]
+        inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
+        if screen:
+            inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
+        inner += ["--", *argv]
+        # The cgroup is joined first (by the shell that then becomes the rest), so every process of
+        # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
+        procs = self.cgroup.procs_files()
+        return [
+            "/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
+            "ip", "netns", "exec", self.name, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            "--inh-caps=-all", *inner]
+
+    def devtools_socket(self):
+        return str(self.run / DEVTOOLS_SOCKET)
+
+    def oom_kills(self):
+        return self.cgroup.oom_kills()
+
+
+# The launcher inside the sandbox: an X display when asked (a fixed number: /tmp and the network
+# namespace, where X's abstract socket lives, are the sandbox's own), the DevTools socket, then the
+# browser in its place (so the sandbox ends when the browser does).
+LAUNCHER = r"""
+set -e
+if [ "$1" = --screen ]; then
+  Xvfb :99 -screen 0 "$2" -nolisten tcp >/run/lantern/xvfb.log 2>&1 &
+  shift 2
+  tries=0
+  until [ -S /tmp/.X11-unix/X99 ]; do
+    tries=$((tries + 1)); [ $tries -lt 200 ] || { echo "Xvfb did not start" >&2; exit 1; }; sleep 0.05
+  done
+  export DISPLAY=:99
+fi
+shift
+socat UNIX-LISTEN:/run/lantern/devtools.sock,fork,mode=600 TCP:127.0.0.1:9222 &
+exec "$@"
+"""
+# Write our pid into each cgroup.procs given (their count first), then run the rest.
+JOIN_CGROUP = r"""
+count=$1; shift
+while [ "$count" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; count=$((count - 1)); done
+exec "$@"
+"""
+
+
+def sandbox_name(workdir):
+    """The namespace's and cgroup's name for a session folder: short, and the same after a restart."""
+    return NETNS_PREFIX + hashlib.sha256(str(Path(workdir).absolute()).encode()).hexdigest()[:16]
+
+
+def remove_leftovers(workdir):
+    """What a sandbox of `workdir` left when its host was killed: its processes, cgroup and namespace.
+    True if there was anything."""
+    name = sandbox_name(workdir)
+    cgroup = Cgroup(name)
+    found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}")
+    cgroup.kill(0)
+    cgroup.remove()
+    _remove_netns(name)
+    return found
+
+
+def _remove_netns(name):
+    if os.path.exists(f"/var/run/netns/{name}"):
+        # slirp4netns' exit-fd ends it when its host dies; the namespace's bind mount stays until this.
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10, check=False)
+
+
+def _read_with_deadline(fd, seconds):
+    ready, _, _ = select.select([fd], [], [], seconds)
+    return os.read(fd, 1) if ready else b""
+
+
+# -- the firewall -------------------------------------------------------------------------------
+
+def host_addresses():
+    """Every address of this machine's interfaces (from `ip -j addr`): a session reaches none of them."""
+    result = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, timeout=10, check=False)
+    try:
+        interfaces = json.loads(result.stdout or "[]")
+    except ValueError:
+        return []
+    return [ipaddress.ip_address(info["local"]) for interface in interfaces
+            for info in interface.get("addr_info", ()) if info.get("local")]
+
+
+def resolve(hosts):
+    """The addresses `hosts` (names or IP literals) resolve to on this host now."""
+    addresses = set()
+    for host in hosts:
+        host = host.strip().strip("[]").removeprefix("*.")
+        try:
+            addresses.add(ipaddress.ip_address(host))
+            continue
+        except ValueError:
+            pass
+        try:
+            addresses.update(ipaddress.ip_address(info[4][0].split("%")[0])
+                             for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP))
+        except (OSError, UnicodeError):
+            pass  # it does not resolve: nothing of it is reachable
+    return addresses
+
+
+def firewall(policy, allowed_hosts, own_addresses):
+    """The nftables ruleset of a session's network namespace (see the module's docstring)."""
+    loopback_ports = ", ".join(f"{low}-{high}" if low != high else str(low) for low, high in policy.loopback_ports)
+    allow_loopback = loopback_ports and (allowed_hosts is None
+                                         or {"127.0.0.1", "localhost"} & {h.strip().lower() for h in allowed_hosts})
+    rules = ['oifname "lo" accept',
+             f"ip daddr {SLIRP_DNS} udp dport 53 accept", f"ip daddr {SLIRP_DNS} tcp dport 53 accept"]
+    if allow_loopback:
+        rules.append(f"ip daddr {SLIRP_GATEWAY} tcp dport {{ {loopback_ports} }} accept")
+    for family, addresses in _by_family(own_addresses).items():
+        rules.append(f"{family} daddr {{ {', '.join(map(str, addresses))} }} reject")
+    opened = _by_family(policy.allowed_networks)
+    for family, networks in _by_family(ipaddress.ip_network(n) for n in BLOCKED_NETWORKS).items():
+        exception = f"{family} daddr != {{ {', '.join(map(str, opened[family]))} }} " if opened.get(family) else ""
+        rules.append(f"{family} daddr {{ {', '.join(map(str, networks))} }} {exception}reject")
+    if allowed_hosts is not None:
+        ports = ", ".join(map(str, ALLOWLIST_PORTS))
+        for family, addresses in _by_family(resolve(allowed_hosts)).items():
+            listed = ", ".join(map(str, addresses))
+            rules.append(f"{family} daddr {{ {listed} }} tcp dport {{ {ports} }} accept")
+            rules.append(f"{family} daddr {{ {listed} }} udp dport 443 accept")
+        rules.append("reject")
+    nat = (f"ip daddr 127.0.0.1 tcp dport {{ {loopback_ports} }} dnat ip to {SLIRP_GATEWAY}" if allow_loopback
+           else "")
+    return "\n".join([
+        "table inet lantern {",
+        "  chain output_nat {", "    type nat hook output priority -100;", f"    {nat}", "  }",
+        "  chain postrouting {", "    type nat hook postrouting priority 100;",
+        '    ip saddr 127.0.0.0/8 oifname "tap0" masquerade', "  }",
+        "  chain output {", "    type filter hook output priority 0; policy accept;",
+        *(f"    {rule}" for rule in rules), "  }",
+        "}", ""])
+
+
+def _by_family(items):
+    """{"ip": [...IPv4...], "ip6": [...IPv6...]}, each present only when it has items."""
+    families = {}
+    for item in items:
+        families.setdefault("ip" if item.version == 4 else "ip6", []).append(item)
+    return families
+
+
+# -- cgroups --------------------------------------------------------------------------------------
+
+class Cgroup:
+    """A session's cgroup: one directory under cgroup v2, or one under each of v1's memory and pids."""
+
+    def __init__(self, name):
+        self.name = name
+
+    @staticmethod
+    def unified():
+        return (CGROUP_ROOT / "cgroup.controllers").exists()
+
+    @classmethod
+    def parents(cls):
+        if cls.unified():
+            return [CGROUP_ROOT / CGROUP_PARENT]
+        return [CGROUP_ROOT / "memory" / CGROUP_PARENT, CGROUP_ROOT / "pids" / CGROUP_PARENT]
+
+    @classmethod
+    def parent_ready(cls):
+        """Make the parent cgroups (OSError when this machine does not let us)."""
+        for parent in cls.parents():
+            parent.mkdir(exist_ok=True)
+        if cls.unified():
+            for folder in (CGROUP_ROOT, CGROUP_ROOT / CGROUP_PARENT):
+                (folder / "cgroup.subtree_control").write_text("+memory +pids")
+
+    def folders(self):
+        return [parent / self.name for parent in self.parents()]
+
+    def procs_files(self):
+        return [str(folder / "cgroup.procs") for folder in self.folders()]
+
+    def exists(self):
+        return any(folder.exists() for folder in self.folders())
+
+    def create(self, memory_bytes, pids_max):
+        self.parent_ready()
+        for folder in self.folders():
+            folder.mkdir(exist_ok=True)
+        if self.unified():
+            folder = self.folders()[0]
+            _write(folder / "memory.max", memory_bytes)
+            _write(folder / "memory.swap.max", 0, required=False)
+            _write(folder / "pids.max", pids_max)
+        else:
+            memory, pids = self.folders()
+            _write(memory / "memory.limit_in_bytes", memory_bytes)
+            _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
+            _write(pids / "pids.max", pids_max)
+
+    def pids(self):
+        found = set()
+        for path in self.procs_files():
+            try:
+                found.update(int(line) for line in Path(path).read_text().split())
+            except OSError:
+                pass
+        return found
+
+    def kill(self, grace=0.0):
+        """SIGTERM to every process (when `grace`), SIGKILL to what is left; waits until none is left."""
+        if grace > 0:
+            self._signal_all(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        deadline = time.monotonic() + KILL_SECONDS
+        while self.pids() and time.monotonic() < deadline:
+            self._signal_all(signal.SIGKILL)
+            time.sleep(0.02)
+
+    def _signal_all(self, signum):
+        for pid in self.pids():
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def remove(self):
+        for folder in self.folders():
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as error:
+                    if error.errno != errno.EBUSY:
+                        log.warning("could not remove cgroup %s: %s", folder, error)
+                        break
+                    time.sleep(0.05)  # the last exiting processes are still being released
+
+    def oom_kills(self):
+        """How many processes the OOM killer ended in this cgroup so far."""
+        name = "memory.events" if self.unified() else "memory.oom_control"
+        folder = self.folders()[0]
+        try:
+            text = (folder / name).read_text()
+        except OSError:
+            return 0
+        match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+    def peak_memory_kb(self):
+        folder = self.folders()[0]
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            try:
+                return int((folder / name).read_text()) // 1024
+            except (OSError, ValueError):
+                continue
+        return 0
+
+
+def _write(path, value, *, required=True):
+    try:
+        Path(path).write_text(str(value))
+    except OSError:
+        if required:
+            raise
+
+
+# -- what the OOM killer did -----------------------------------------------------------------------
+
+OOM_TASK = re.compile(r"oom-kill:.*?oom_memcg=(?P<memcg>[^,]+),.*?task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
+OOM_KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>[^)]*)\).*?anon-rss:(?P<anon>\d+)kB, "
+                        r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB")
+
+
+def oom_report(cgroup):
+    """The SDK's system_oom_kill data for the last process the OOM killer ended in `cgroup`, from the
+    kernel's log (/dev/kmsg) where it is readable; else what the cgroup itself tells."""
+    victim = None
+    for line in _kernel_log():
+        task = OOM_TASK.search(line)
+        if task and task.group("memcg").rstrip("/").endswith(f"/{cgroup.name}"):
+            victim = {"pid": int(task.group("pid")), "process_name": task.group("task"), "rss_kb": 0}
+        killed = OOM_KILLED.search(line)
+        if killed and victim and int(killed.group("pid")) == victim["pid"]:
+            victim["rss_kb"] = sum(int(killed.group(part)) for part in ("anon", "file", "shmem"))
+    if victim is None:
+        return {"pid": 0, "process_name": "unknown", "rss_kb": cgroup.peak_memory_kb(), "constraint": "memcg"}
+    return {**victim, "constraint": "memcg"}
+
+
+def _kernel_log():
+    """The kernel log's records still in its buffer, as text ([] when it cannot be read)."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return []
+    lines = []
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                if error.errno == errno.EPIPE:  # a record was overwritten while reading: skip it
+                    continue
+                break
+            lines.append(record.decode(errors="replace").partition(";")[2].strip())
+    finally:
+        os.close(fd)
+    return lines
