@@ -117,6 +117,9 @@ class DefaultConfig:
     BROWSER_SANDBOX = "on"
     # The unprivileged user sandboxes run as (a name or a uid); `make run` creates lantern-browser.
     BROWSER_SANDBOX_USER = "lantern-browser"
+    # Where sandboxes keep their folders (home, DevTools socket): a path the sandbox user can walk, so not
+    # under a home folder; every host of the machine may share it.
+    BROWSER_SANDBOX_DIR = "/var/lib/lantern/sandboxes"
     # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
     # none by default): for a development server, or tests.
     BROWSER_LOOPBACK_PORTS = ""

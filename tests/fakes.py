@@ -1,5 +1,8 @@
 """Look-alikes of outside services served on 127.0.0.1, so the real HTTP client code is exercised."""
+import errno
 import json
+import random
+import socket
 import threading
 import time
 import uuid
@@ -7,9 +10,31 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 
+# The host loopback ports the tests' browser sandboxes may reach (LANTERN_BROWSER_LOOPBACK_PORTS of every
+# browser host a test starts): the ports of every LocalServer, and of nothing else.
+LOOPBACK_PORTS = (18100, 18299)
+LOOPBACK_PORTS_SETTING = f"{LOOPBACK_PORTS[0]}-{LOOPBACK_PORTS[1]}"
+
+
+def loopback_port():
+    """A free port of LOOPBACK_PORTS on 127.0.0.1 (tried at random: parallel runs seldom meet)."""
+    ports = list(range(LOOPBACK_PORTS[0], LOOPBACK_PORTS[1] + 1))
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    continue
+                raise
+            return port
+    raise RuntimeError(f"every port of {LOOPBACK_PORTS_SETTING} is taken")
+
+
 class LocalServer:
-    """A threaded HTTP server on a free 127.0.0.1 port; subclasses implement `get(handler)`
-    (and `post(handler)` to take POSTs)."""
+    """A threaded HTTP server on a free 127.0.0.1 port that browser sandboxes may reach (LOOPBACK_PORTS);
+    subclasses implement `get(handler)` (and `post(handler)` to take POSTs)."""
 
     def __init__(self):
         self.paths = []
@@ -43,7 +68,7 @@ class LocalServer:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", loopback_port()), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

@@ -19,6 +19,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from tests.fakes import LOOPBACK_PORTS_SETTING
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
@@ -34,6 +36,8 @@ SERVER_SETTINGS = {
     # Browsers come from the ingest endpoints unless a test starts a browser host (tests/browsers/live/).
     "LANTERN_BROWSER_DRIVER": "external",
     "LANTERN_BROWSER_HOST_SECRET": "test-host-secret",
+    # A sandboxed browser reaches the tests' local sites (tests.fakes.LocalServer) and no other host port.
+    "LANTERN_BROWSER_LOOPBACK_PORTS": LOOPBACK_PORTS_SETTING,
 }
 
 

@@ -198,7 +198,9 @@ class Browser:
 
     def __init__(self, process, workdir, devtools, log_path, tmpdir, box=None):
         self.process = process
-        self.pid = process.pid  # also the process group id
+        # Chromium's own process id on this host: the process started here (also its process group
+        # id), or in a sandbox, the browser process found in its cgroup.
+        self.pid = process.pid if box is None else _browser_process(box) or process.pid
         self.workdir = Path(workdir)
         self.devtools = devtools
         self.log_path = log_path
@@ -220,6 +222,15 @@ class Browser:
     @property
     def alive(self):
         return self.process.poll() is None
+
+    @property
+    def exit_status(self):
+        """The process's returncode once it ended (a signal's as its negative number), else None. In a
+        sandbox, bubblewrap passes on a signal that ended Chromium as 128 + its number."""
+        code = self.process.poll()
+        if self.box is not None and code is not None and code > 128:
+            return 128 - code
+        return code
 
     @classmethod
     def start(cls, binary, workdir, options, *, timeout=20.0, box=None):
@@ -280,7 +291,7 @@ class Browser:
             os.chown(user_data, *box.policy.ids())
         _remove_stale_files(user_data)
         Path(box.devtools_socket()).unlink(missing_ok=True)
-        extensions = workdir / "extensions"
+        extensions = box.extensions
         inside = [f"{sandbox.INSIDE_EXTENSIONS}/{Path(folder).resolve().relative_to(extensions.resolve())}"
                   for folder in options.extension_dirs]
         screen = None
@@ -292,11 +303,8 @@ class Browser:
         env["BREAKPAD_DUMP_LOCATION"] = f"{sandbox.INSIDE_HOME}/.crash-dumps"
         log_path = workdir / "chromium.log"
         with open(log_path, "ab") as log_file:
-            process = subprocess.Popen(
-                box.wrap(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)] if extensions.is_dir() else (),
-                         screen=screen),
-                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env={"PATH": os.defpath},
-                start_new_session=True, close_fds=True)
+            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)], screen=screen, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)
         try:
             devtools = _wait_for_devtools(process, time.monotonic() + timeout, lambda: _on_socket(box.devtools_socket()))
         except LaunchError as error:
@@ -336,6 +344,16 @@ class Browser:
         if os.path.islink(self.tmpdir):
             os.unlink(self.tmpdir)
         return self.process.wait()
+
+
+def _browser_process(box):
+    """The host pid of the Chromium browser process in `box` (the one of its processes whose command
+    line is Chromium's without a --type= of a child process), or None."""
+    for pid in sorted(box.cgroup.pids()):
+        arguments = _cmdline(pid).split()
+        if arguments and arguments[0].endswith("/chromium") and not any(a.startswith("--type=") for a in arguments):
+            return pid
+    return None
 
 
 def _remove_stale_files(user_data):
@@ -386,9 +404,10 @@ def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
     return True
 
 
-def kill_leftovers(sessions_root):
+def kill_leftovers(sessions_root, sandbox_root=None):
     """Kill the process groups recorded in each session folder under `sessions_root` (a host that
-    was killed left them running) and remove the folders; the (record, pgid) pairs it killed."""
+    was killed left them running), remove what their sandboxes left under `sandbox_root` (when the
+    host sandboxes), and remove the folders; the (record, id) pairs it killed."""
     killed = []
     for workdir in (sessions_root.iterdir() if sessions_root.is_dir() else ()):
         for record in ("chromium.pgid", "xvfb.pgid"):
@@ -399,7 +418,7 @@ def kill_leftovers(sessions_root):
             # Checked against the command line: after a reboot the id may belong to anything.
             if kill_group(pgid, grace=0, expect_in_cmdline=str(workdir) if record == "chromium.pgid" else "Xvfb"):
                 killed.append((record, pgid))
-        if sandbox.remove_leftovers(workdir):
+        if sandbox_root is not None and sandbox.remove_leftovers(workdir, sandbox_root):
             killed.append(("sandbox", sandbox.sandbox_name(workdir)))
         shutil.rmtree(workdir, ignore_errors=True)
     return killed

@@ -4,15 +4,15 @@
     missing = probe(policy)                 # [] when this machine can sandbox, else what it lacks
     box = Sandbox(workdir, policy, memory_mb=2048, allowed_hosts=None)
     box.create()                            # its network, firewall, cgroup and folders
-    process = subprocess.Popen(box.wrap(argv), ...)
+    process = box.popen(argv, {"TZ": "UTC"}, stdout=...)
     box.devtools(browser_path).connect()    # its DevTools, reachable by this host alone
     box.destroy()                           # every process of it killed; nothing of it left
 
 Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
 - **Files and processes**: bubblewrap (`bwrap`) with its own user, pid, IPC and UTS namespaces:
   read-only /usr and the few /etc files Chromium needs, a private /tmp and /dev/shm, /proc of its
-  own pid namespace, and one writable home, the session's folder (`home/` of its workdir, seen as
-  /home/session). `--die-with-parent`: the sandbox dies with the host, whatever kills it.
+  own pid namespace, and one writable home, the session's folder (<BROWSER_SANDBOX_DIR>/<name>/home,
+  seen as /home/session). `--die-with-parent`: the sandbox dies with the host, whatever kills it.
 - **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
   runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
 - **Network**: a network namespace made by `ip netns add`, given egress by `slirp4netns` (a user-mode
@@ -24,13 +24,13 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; `socat`, inside the
-  sandbox, makes it a Unix socket in the session's `run/` folder (outside its home), which only this
+  sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home), which only this
   host and the workers on this machine (root) open. No host TCP port.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
   caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host.
 
-All names (namespace, cgroup) derive from the workdir's path, so a host restarted after `kill -9`
-finds and removes what a previous run left (`remove_leftovers`).
+All names (namespace, cgroup, folder) derive from the host's folder for the session, so a host restarted
+after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
 """
 import errno
 import grp
@@ -47,6 +47,7 @@ import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,8 @@ SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.2", "10.0.2.3"
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
 ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
              "mime.types", "X11")
+# Written for each sandbox: its user, its loopback names, slirp4netns' DNS forwarder.
+ETC_GENERATED = ("passwd", "group", "hosts", "resolv.conf")
 BLOCKED_NETWORKS = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
     "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
@@ -104,6 +107,7 @@ class SandboxPolicy:
     """What every sandbox of a host gets (from BROWSER_SANDBOX_* and BROWSER_* settings)."""
 
     user: str = "lantern-browser"
+    root: Path = Path("/var/lib/lantern/sandboxes")
     loopback_ports: tuple = ()
     allowed_networks: tuple = ()
     memory_mb: dict = field(default_factory=lambda: {"headless": 2048, "headful": 3072})
@@ -111,7 +115,8 @@ class SandboxPolicy:
 
     @classmethod
     def from_config(cls, config):
-        return cls(user=config["BROWSER_SANDBOX_USER"], loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
+        return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
+                   loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
                    allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
                    memory_mb=dict(config["BROWSER_SANDBOX_MEMORY_MB"]), pids_max=int(config["BROWSER_SANDBOX_PIDS"]))
 
@@ -144,13 +149,16 @@ def probe(policy):
     except OSError as error:
         missing.append(f"cgroups: the memory and pids controllers are not writable here ({error})")
     uid, gid = policy.ids()
+    policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
     trial = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "bwrap",
                             "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib",
-                            "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "/usr/bin/true"],
+                            "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
+                            "--ro-bind", str(policy.root), "/mnt", "/usr/bin/true"],
                            capture_output=True, text=True, timeout=30, check=False)
     if trial.returncode != 0:
-        missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user}: "
-                       f"{trial.stderr.strip() or trial.returncode} (are unprivileged user namespaces enabled?)")
+        missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user} with "
+                       f"BROWSER_SANDBOX_DIR {policy.root} in it: {trial.stderr.strip() or trial.returncode} "
+                       "(are unprivileged user namespaces enabled? can that user walk the path to that folder?)")
     return missing
 
 
@@ -163,7 +171,11 @@ class Sandbox:
         self.memory_mb = memory_mb
         self.allowed_hosts = allowed_hosts
         self.name = sandbox_name(self.workdir)
-        self.home, self.run, self.etc = self.workdir / "home", self.workdir / "run", self.workdir / "etc"
+        # Under the policy's root, which the sandbox user can walk (bubblewrap opens the folders it mounts
+        # as that user, and a host's own folder may be in a home it cannot enter).
+        self.root = policy.root / self.name
+        self.home, self.run, self.etc = self.root / "home", self.root / "run", self.root / "etc"
+        self.extensions = self.root / "extensions"  # unpacked by the host, mounted read-only
         self.cgroup = Cgroup(self.name)
         self._slirp = None
         self._slirp_exit = None
@@ -196,11 +208,15 @@ class Sandbox:
             self._slirp = None
         _remove_netns(self.name)
         self.cgroup.remove()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def _make_folders(self):
         uid, gid = self.policy.ids()
-        for folder, owner in ((self.home, uid), (self.run, uid), (self.etc, 0)):
-            folder.mkdir(parents=True, exist_ok=True)
+        self.policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        self.root.mkdir(exist_ok=True)
+        self.root.chmod(0o711)  # walkable by the sandbox user, not listable
+        for folder, owner in ((self.home, uid), (self.run, uid), (self.etc, 0), (self.extensions, 0)):
+            folder.mkdir(exist_ok=True)
             os.chown(folder, owner, gid if owner else 0)
             folder.chmod(0o700 if owner else 0o755)
         group = grp.getgrgid(gid).gr_name if gid else "root"
@@ -209,6 +225,8 @@ class Sandbox:
         (self.etc / "group").write_text(f"root:x:0:\n{group}:x:{gid}:\n")
         (self.etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
         (self.etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+        for name in ETC_GENERATED:
+            (self.etc / name).chmod(0o644)
 
     def _make_network(self):
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)
@@ -241,10 +259,17 @@ class Sandbox:
 
     # -- running inside -------------------------------------------------------------------------
 
-    def wrap(self, argv, env=None, *, binds=(), screen=None):
-        """The command that runs `argv` inside the sandbox (`binds`: (host path, inside path) pairs
-        mounted read-only), with `env` as its whole environment besides HOME, TMPDIR and PATH, on an X
-        display of `screen` (width, height) started inside when given."""
+    def popen(self, argv, variables=None, *, binds=(), screen=None, **options):
+        """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
+        read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
+        `screen` (width, height) started inside when given."""
+        mounts = [("--bind", self.home, INSIDE_HOME), ("--bind", self.run, INSIDE_RUN),
+                  *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
+                  *(("--ro-bind", outside, inside) for outside, inside in binds)]
+        command = self._command(argv, variables, mounts, screen)
+        return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+
+    def _command(self, argv, variables, mounts, screen):
         uid, gid = self.policy.ids()
         inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
@@ -253,13 +278,10 @@ class Sandbox:
         for name in ETC_FILES:
             if os.path.exists(f"/etc/{name}"):
                 inner += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        for name in ("passwd", "group", "hosts", "resolv.conf"):
-            inner += ["--ro-bind", str(self.etc / name), f"/etc/{name}"]
-        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-                  "--bind", str(self.home), INSIDE_HOME, "--bind", str(self.run), INSIDE_RUN]
-        for outside, inside in binds:
-            inner += ["--ro-bind", str(outside), inside]
-        variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(env or {})}
+        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+        for option, outside, inside in mounts:
+            inner += [option, str(outside), inside]
+        variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(variables or {})}
         for name, value in variables.items():
             inner += ["--setenv", name, value]
         inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
@@ -269,10 +291,9 @@ class Sandbox:
         # The cgroup is joined first (by the shell that then becomes the rest), so every process of
         # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
         procs = self.cgroup.procs_files()
-        return [
-            "/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
-            "ip", "netns", "exec", self.name, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-            "--inh-caps=-all", *inner]
+        return ["/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
+                "ip", "netns", "exec", self.name, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                "--inh-caps=-all", *inner]
 
     def devtools_socket(self):
         return str(self.run / DEVTOOLS_SOCKET)
@@ -281,12 +302,18 @@ class Sandbox:
         return self.cgroup.oom_kills()
 
 
+# bwrap's --die-with-parent is the kernel's parent-death signal, which fires when the *thread* that
+# started it ends, not the process: sandboxes are started from this one thread, which lives as long as
+# the host (an idle executor thread waits for work until the process ends), never from a request's thread.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+
 # The launcher inside the sandbox: an X display when asked (a fixed number: /tmp and the network
 # namespace, where X's abstract socket lives, are the sandbox's own), the DevTools socket, then the
 # browser in its place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
 if [ "$1" = --screen ]; then
+  mkdir -p -m 1777 /tmp/.X11-unix
   Xvfb :99 -screen 0 "$2" -nolisten tcp >/run/lantern/xvfb.log 2>&1 &
   shift 2
   tries=0
@@ -312,15 +339,17 @@ def sandbox_name(workdir):
     return NETNS_PREFIX + hashlib.sha256(str(Path(workdir).absolute()).encode()).hexdigest()[:16]
 
 
-def remove_leftovers(workdir):
-    """What a sandbox of `workdir` left when its host was killed: its processes, cgroup and namespace.
-    True if there was anything."""
+def remove_leftovers(workdir, policy_root):
+    """What a sandbox of `workdir` left when its host was killed: its processes, cgroup, namespace and
+    folder. True if there was anything."""
     name = sandbox_name(workdir)
     cgroup = Cgroup(name)
-    found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}")
+    folder = Path(policy_root) / name
+    found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}") or folder.exists()
     cgroup.kill(0)
     cgroup.remove()
     _remove_netns(name)
+    shutil.rmtree(folder, ignore_errors=True)
     return found
 
 

@@ -181,7 +181,7 @@ class BrowserHostServer:
 
     def clean_up_after_crash(self):
         """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
-        for record, pgid in launch.kill_leftovers(self.root / "sessions"):
+        for record, pgid in launch.kill_leftovers(self.root / "sessions", self.policy and self.policy.root):
             logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
 
     def heartbeat_loop(self):
@@ -272,14 +272,14 @@ class BrowserHostServer:
 
     def _launch(self, hosted, body):
         hosted.workdir.mkdir(parents=True)
-        extension_dirs = [self._unpack(hosted.workdir / "extensions" / e["id"], e["zip"])
-                          for e in body.get("extensions") or ()]
         display = None
         if self.policy is not None:
             kind = "headless" if body.get("headless") else "headful"
             hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=self.policy.memory_mb[kind],
                                          allowed_hosts=body.get("allowed_hosts")).create()
-        elif not body.get("headless"):
+        extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
+        extension_dirs = [self._unpack(extensions / e["id"], e["zip"]) for e in body.get("extensions") or ()]
+        if hosted.box is None and not body.get("headless"):
             hosted.xvfb, display = launch.start_xvfb(hosted.workdir)
             (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
         viewport = body.get("viewport")
@@ -290,7 +290,7 @@ class BrowserHostServer:
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
-        (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.pid))
+        (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
         state = body.get("profile_state")
         if state:
             hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
@@ -395,10 +395,10 @@ class BrowserHostServer:
         if hosted.box is not None and hosted.box.oom_kills():
             self.end_out_of_memory()  # the browser process itself was past the cap
         elif not hosted.stopping:
-            ended = exit_metadata(hosted.browser.process.returncode)
+            ended = exit_metadata(hosted.browser.exit_status)
             how = f"was killed by {ended['signal']}" if "signal" in ended else f"exited with code {ended['exit_code']}"
             self.note(hosted, f"Chromium (pid {hosted.browser.pid}) {how}; the session ends", level=logging.WARNING)
-            hosted.capture.browser_exited(hosted.browser.process.returncode, pid=hosted.browser.pid)
+            hosted.capture.browser_exited(hosted.browser.exit_status, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
 
     def client_joined(self, hosted, connection_id, worker_pid=None):

@@ -3,6 +3,7 @@
 One server and one host (capacity 3) serve the whole module set; tests that need more
 hosts start them (`start_host`). Everything runs on 127.0.0.1 and stops with the tests.
 """
+import re
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import kernel
 import pytest
 
 from app.browsers.host import launch
+from app.config import DefaultConfig
 from tests.browsers.host.helpers import CHROMIUM, Site
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
 
@@ -64,6 +66,16 @@ class Lantern:
         return host
 
 
+def browser_pid(sdk, session_id):
+    """The host pid of the session's Chromium, from the host's first log line about it."""
+    for line in sdk.browsers.logs.stream(session_id, source="supervisor", supervisor_process="browser-host",
+                                         follow=False):
+        found = re.match(r"Chromium started on browser host \S+: pid (\d+),", line.message)
+        if found:
+            return int(found.group(1))
+    raise AssertionError(f"the host said nothing of session {session_id}'s Chromium")
+
+
 @pytest.fixture(scope="session")
 def lantern(tmp_path_factory):
     if CHROMIUM is None:
@@ -86,7 +98,7 @@ def lantern(tmp_path_factory):
                 host.stop()
             # A host a test killed (kill -9) and did not restart, after a failure, left its browsers.
             for host_dir in (workdir / "hosts").glob("*"):
-                launch.kill_leftovers(host_dir / "sessions")
+                launch.kill_leftovers(host_dir / "sessions", Path(DefaultConfig.BROWSER_SANDBOX_DIR))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from playwright.sync_api import sync_playwright
 
 from app.browsers.host.cdp import CdpClient
 from tests.browsers.host.test_capture import App
+from tests.browsers.live.conftest import browser_pid
 from tests.browsers.live.test_real_browsers import first_page
 
 ON = {"enabled": True, "browser": {name: {"enabled": True} for name in ("console", "network", "page", "interaction")}}
@@ -108,8 +109,7 @@ def test_a_crashed_page_and_a_killed_browser_are_reported_and_the_record_says_ho
         crashed = wait_for_types(sdk, created.session_id, {"page_crashed"})
         assert [e.event.data.url for e in crashed if e.event.type == "page_crashed"] == [f"{site.url}/"]
 
-        processes = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")["processInfo"]
-        chromium = next(process["id"] for process in processes if process["type"] == "browser")
+        chromium = browser_pid(sdk, created.session_id)
         os.kill(chromium, signal.SIGKILL)
     deadline = time.monotonic() + 15
     while sdk.browsers.retrieve(created.session_id, include_deleted=True).deleted_at is None:
