@@ -14,14 +14,18 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test browser-packages bench-packages run test test-postgres bench bench-instructions lint clean
+.PHONY: install install-test browser-packages sandbox-user bench-packages run test test-postgres bench bench-instructions lint clean
 comma := ,
 
 install: $(VENV)/.installed
-# Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests, and
-# nginx, which the tests put in front of two app servers (never started as a service):
-# installed when missing, if apt-get and root, said first; otherwise what to install is printed.
-BROWSER_PACKAGES := chromium xvfb nginx
+# Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests; what
+# each session's sandbox is built from (app/browsers/host/sandbox.py: bubblewrap, slirp4netns,
+# nftables, socat, with iproute2's ip and util-linux's setpriv); and nginx, which the tests put in
+# front of two app servers (never started as a service): installed when missing, if apt-get and
+# root, said first; otherwise what to install is printed.
+BROWSER_PACKAGES := chromium xvfb bubblewrap slirp4netns nftables socat iproute2 util-linux nginx
+# The unprivileged user every sandbox runs as (BROWSER_SANDBOX_USER); created when missing, as root.
+SANDBOX_USER ?= lantern-browser
 # wrk drives bench/run.py's reads (a C client leaves the server the CPU it shares with it).
 BENCH_PACKAGES := wrk
 install-test: $(VENV)/.installed-test
@@ -43,6 +47,17 @@ browser-packages:
 	$(call debian-packages,$(BROWSER_PACKAGES), (Chromium is about 110 packages$(comma) some 400 MB$(comma) and may \
 		upgrade system packages such as systemd),browsers cannot start (creates answer 503 no_browser_host) and \
 		the browser tests skip)
+	@$(MAKE) --no-print-directory sandbox-user
+
+sandbox-user:
+	@if id -u $(SANDBOX_USER) >/dev/null 2>&1; then exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v useradd >/dev/null; then \
+		echo "Creating the system user $(SANDBOX_USER), which browser sandboxes run as (no home, no login)."; \
+		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(SANDBOX_USER); \
+	else \
+		echo "No user $(SANDBOX_USER): create it (sudo useradd --system --no-create-home --shell /usr/sbin/nologin \
+	$(SANDBOX_USER)) or name another in LANTERN_BROWSER_SANDBOX_USER; until then hosts start no browser."; \
+	fi
 
 bench-packages:
 	$(call debian-packages,$(BENCH_PACKAGES), (one small package),bench/run.py drives reads from Python threads \
@@ -61,14 +76,21 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 # The API (gunicorn) and a browser host beside it; Ctrl-C stops both (the host stops its browsers).
+# A host that dies is started again (its sessions end host_restarted) while the API goes on serving;
+# one that cannot take its port (exit status 3, said in one line) is not.
 run: install browser-packages
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
-	@$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT) & host=$$!; \
-	$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
+	@$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app & app=$$!; \
+	( trap 'exit 0' INT TERM; while kill -0 $$app 2>/dev/null; do \
+		$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT); status=$$?; \
+		[ $$status = 3 ] && exit 3; kill -0 $$app 2>/dev/null || exit 0; \
+		echo "The browser host stopped (exit status $$status); starting a new one: its sessions end host_restarted."; \
+		sleep 1; \
+	done ) & host=$$!; \
 	trap 'kill $$host $$app 2>/dev/null; wait' INT TERM; \
-	wait -n; kill $$host $$app 2>/dev/null; wait
+	wait $$app; kill $$host 2>/dev/null; wait
 
 test: install-test
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -125,9 +125,9 @@ class DefaultConfig:
     BROWSER_LOOPBACK_PORTS = ""
     # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
     BROWSER_ALLOWED_NETWORKS = ""
-    # Memory cap of a session's sandbox by kind (an idle headless Chromium takes ~400 MB; past the cap the
-    # session ends with end_reason "oom"), and its cap on processes and threads.
-    BROWSER_SANDBOX_MEMORY_MB = {"headless": 2048, "headful": 3072}
+    # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB
+    # headful by default; past it the session ends with end_reason "oom"), and this many processes and
+    # threads.
     BROWSER_SANDBOX_PIDS = 1024
     # Retry-After of a 503 when no browser host has room.
     BROWSER_CAPACITY_RETRY_AFTER_SECONDS = 5

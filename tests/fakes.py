@@ -45,7 +45,8 @@ class LocalServer:
         host, port = self._server.server_address
         return f"http://{host}:{port}"
 
-    def start(self):
+    def start(self, bind=None):
+        """Serve on `bind` ((address, port)), by default a free port of LOOPBACK_PORTS on 127.0.0.1."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,7 +69,7 @@ class LocalServer:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", loopback_port()), Handler)
+        self._server = ThreadingHTTPServer(bind or ("127.0.0.1", loopback_port()), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

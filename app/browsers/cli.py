@@ -1,6 +1,8 @@
 """`flask --app app browsers ...`: the browser host; archive pruning and ending timed-out sessions, for cron."""
+import errno
 import os
 import socket
+import sys
 
 import click
 from flask import current_app
@@ -9,6 +11,9 @@ from flask.cli import AppGroup
 from app.browsers import sessions, telemetry
 from app.core.db import db
 from app.orgs.models import Organization
+
+# The host's exit status when its port is taken (make run then does not start it again).
+PORT_TAKEN = 3
 
 browsers_cli = AppGroup("browsers", help="Browser sessions and their telemetry.")
 
@@ -52,7 +57,14 @@ def host_command(bind, advertise, name, capacity):
     if not server.binary:
         click.echo("Chromium is missing: install Debian's chromium (apt-get install chromium); until then this host "
                    "takes no browser and creates answer 503 no_browser_host.", err=True)
-    server.run()
+    try:
+        server.run()
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        click.echo(f"The browser host cannot listen on {bind}: the port is taken. Stop what uses it, or choose "
+                   f"another port: make run BROWSER_HOST_PORT=8791 (or --bind).", err=True)
+        sys.exit(PORT_TAKEN)
 
 
 def memory_capacity(per_browser_mb):

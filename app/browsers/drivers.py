@@ -117,11 +117,13 @@ class HostDriver:
     def start(self, session, settings):
         config = current_app.config
         body = {"session_id": session.id, "headless": session.headless, "stealth": session.stealth,
+                "memory": session.memory,
                 "viewport": settings.get("viewport"), "location": settings.get("location"),
                 "start_url": settings.get("start_url"),
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
                 "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None}
+        hosts.new_cdp_token(session)  # saved with the endpoints
         try:
             hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
         except hosts.HostError as error:
@@ -134,7 +136,8 @@ class HostDriver:
 
     def cdp_ws_url(self, session, target_path=""):
         """The relay's URL for the browser, or for one of its targets, with the session's token."""
-        return f"{session.cdp_ws_url}{target_path}?token={hosts.cdp_token(session.id)}"
+        token = hosts.cdp_token(session)
+        return f"{session.cdp_ws_url}{target_path}" + (f"?token={token}" if token else "")
 
     def stop(self, session):
         if session.host_id is None:

@@ -1,10 +1,9 @@
 """Browser hosts as the app sees them: placing a session on a live host with room, the
-host's control API (start and stop a browser), the shared secret and the per-session CDP
-token, and ending the sessions of hosts that were lost.
+host's control API (start and stop a browser), the shared secret, the per-session CDP
+token (random, stored hashed), and ending the sessions of hosts that were lost.
 
 The host process itself is app/browsers/host/ (`flask browsers host`).
 """
-import base64
 import hashlib
 import hmac
 import json
@@ -47,15 +46,26 @@ def secret(app=None):
     return app.extensions["browser_host_secret"]
 
 
-def cdp_token(session_id):
-    """The session's token for its CDP URL: a keyed hash of its id, so nothing is stored;
-    it opens that session only, and only while it is active (the relay checks)."""
-    digest = hmac.new(secret().encode(), f"cdp:{session_id}".encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest[:24]).decode()
+def new_cdp_token(session):
+    """Give `session` a new random CDP token (its hash to check, the token encrypted for its record); the token."""
+    token = secrets.token_urlsafe(24)
+    session.cdp_token, session.cdp_token_hash = crypto.encrypt(token), _token_hash(token)
+    return token
 
 
-def token_matches(session_id, token):
-    return bool(token) and hmac.compare_digest(cdp_token(session_id), token)
+def cdp_token(session):
+    """The token of the session's CDP URL, or None (a session from before tokens were random)."""
+    return crypto.decrypt(session.cdp_token) if session.cdp_token else None
+
+
+def token_matches(session, token):
+    """Whether `token` is the session's: it opens that session only, and only while it is active (the
+    relay checks); neither the host secret nor the encryption keys alone give it."""
+    return bool(token and session.cdp_token_hash) and hmac.compare_digest(_token_hash(token), session.cdp_token_hash)
+
+
+def _token_hash(token):
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def public_ws_base():

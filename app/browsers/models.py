@@ -13,6 +13,7 @@ from peewee import (
 )
 
 from app.core import clock
+from app.core.crypto import CiphertextField
 from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
@@ -79,6 +80,10 @@ class BrowserSession(BaseModel):
     telemetry_enabled = BooleanField(default=False)
     driver = CharField()
     cdp_ws_url = TextField()
+    # The CDP URL's token (host driver): random per session, encrypted so the record can show it, and
+    # its SHA-256 hash, which the relay checks (app/browsers/hosts.py).
+    cdp_token = CiphertextField(null=True)
+    cdp_token_hash = CharField(null=True)
     webdriver_ws_url = TextField()
     live_view_url = TextField(null=True)
     created_at = UtcDateTimeField(default=clock.now)

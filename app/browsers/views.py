@@ -135,10 +135,8 @@ def cdp_session(session_ref):
     """The active host-driver session a CDP request names: by a bearer key (any session of the
     project), else by the session's own token in the query string (that session only)."""
     if "api_key" not in g:
-        if not hosts.token_matches(session_ref, request.args.get("token", "")):
-            raise unauthorized("Invalid or expired CDP token (or no API key).")
         owner = BrowserSession.get_or_none(BrowserSession.id == session_ref)
-        if owner is None:
+        if owner is None or not hosts.token_matches(owner, request.args.get("token", "")):
             raise unauthorized("Invalid or expired CDP token (or no API key).")
         g.project = owner.project  # the token stands for its session's project, as a key for its own
     try:

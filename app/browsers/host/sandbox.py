@@ -2,7 +2,7 @@
 
     policy = SandboxPolicy.from_config(config)
     missing = probe(policy)                 # [] when this machine can sandbox, else what it lacks
-    box = Sandbox(workdir, policy, memory_mb=2048, allowed_hosts=None)
+    box = Sandbox(workdir, policy, memory_mb=1024, allowed_hosts=None)
     box.create()                            # its network, firewall, cgroup and folders
     process = box.popen(argv, {"TZ": "UTC"}, stdout=...)
     box.devtools(browser_path).connect()    # its DevTools, reachable by this host alone
@@ -48,7 +48,7 @@ import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -110,15 +110,14 @@ class SandboxPolicy:
     root: Path = Path("/var/lib/lantern/sandboxes")
     loopback_ports: tuple = ()
     allowed_networks: tuple = ()
-    memory_mb: dict = field(default_factory=lambda: {"headless": 2048, "headful": 3072})
-    pids_max: int = 512
+    pids_max: int = 1024
 
     @classmethod
     def from_config(cls, config):
         return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
                    loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
                    allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
-                   memory_mb=dict(config["BROWSER_SANDBOX_MEMORY_MB"]), pids_max=int(config["BROWSER_SANDBOX_PIDS"]))
+                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]))
 
     def ids(self):
         """(uid, gid) of the sandbox user; KeyError when there is no such user."""

@@ -115,7 +115,10 @@ class BrowserHostServer:
     # -- life ------------------------------------------------------------------------------
 
     def run(self):
-        """Serve until SIGTERM or SIGINT; then stop every browser and end their sessions."""
+        """Serve until SIGTERM or SIGINT; then stop every browser and end their sessions. The port is taken
+        first: a host whose port is in use (OSError) touches nothing of the one that holds it."""
+        self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
+        self.httpd.daemon_threads = True
         (self.root / "sessions").mkdir(parents=True, exist_ok=True)
         self.clean_up_after_crash()
         if self.policy is None:
@@ -127,8 +130,6 @@ class BrowserHostServer:
             for missing in self.cannot_sandbox:
                 logger.error("cannot sandbox browsers: %s", missing)
         self.register()
-        self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
-        self.httpd.daemon_threads = True
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
         threading.Thread(target=self.heartbeat_loop, daemon=True, name="heartbeat").start()
@@ -274,8 +275,7 @@ class BrowserHostServer:
         hosted.workdir.mkdir(parents=True)
         display = None
         if self.policy is not None:
-            kind = "headless" if body.get("headless") else "headful"
-            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=self.policy.memory_mb[kind],
+            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=memory_mb(body),
                                          allowed_hosts=body.get("allowed_hosts")).create()
         extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
         extension_dirs = [self._unpack(extensions / e["id"], e["zip"]) for e in body.get("extensions") or ()]
@@ -537,6 +537,13 @@ class ControlHandler(BaseHTTPRequestHandler):
         finally:
             upstream.close()
             self.host.client_left(hosted, connection_id)
+
+
+def memory_mb(body):
+    """The session's memory ("1GiB" ... "16GiB"), its sandbox's cap, in MiB; the contract's default per kind
+    when a caller (an older app) did not say."""
+    given = body.get("memory") or ("1GiB" if body.get("headless") else "8GiB")
+    return int(given.removesuffix("GiB")) * 1024
 
 
 def _end_here(session, reason):

@@ -13,7 +13,7 @@ import httpx
 import kernel
 import pytest
 
-from app.browsers.host import launch
+from app.browsers.host import launch, sandbox
 from app.config import DefaultConfig
 from tests.browsers.host.helpers import CHROMIUM, Site
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
@@ -64,6 +64,12 @@ class Lantern:
         host = Host(name, port, process, self.workdir / "hosts" / name)
         self.hosts.append(host)
         return host
+
+
+def sandbox_of(lantern, session_id, host="first"):
+    """The sandbox of a session on one of the test hosts (its cgroup, its folders), as its host named it."""
+    workdir = lantern.workdir / "hosts" / host / "sessions" / session_id
+    return sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=0)
 
 
 def browser_pid(sdk, session_id):

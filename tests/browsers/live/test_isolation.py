@@ -1,0 +1,245 @@
+"""Every session's browser in a sandbox of its own (#25): what an attacker holding one organization's key
+and its own session tried, through Lantern's CDP endpoint, fails.
+
+Pages come from sites on the loopback ports the test hosts open (tests.fakes.LOOPBACK_PORTS); anything
+else of the host, the API's port included, must stay out of reach.
+"""
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import sync_playwright
+
+from app.browsers.host import sandbox
+from app.browsers.host.cdp import CdpClient
+from tests.browsers.live.conftest import sandbox_of
+from tests.browsers.live.test_real_browsers import first_page
+from tests.fakes import LOOPBACK_PORTS, LocalServer
+from tests.live_server import ROOT, free_port
+
+pytestmark = pytest.mark.skipif(sandbox.probe(sandbox.SandboxPolicy()) != [],
+                                reason=f"this machine cannot sandbox browsers: {sandbox.probe(sandbox.SandboxPolicy())}")
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture
+def page(sdk, playwright):
+    created = sdk.browsers.create(headless=True)
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    yield first_page(browser)
+    browser.close()
+
+
+def visit(page, url):
+    """The text a new tab beside `page` shows after loading `url`, or None when the load failed (a tab of
+    its own each time: a failed load's error page would interrupt the next navigation)."""
+    tab = page.context.new_page()
+    try:
+        tab.goto(url, timeout=10_000)
+        return tab.inner_text("body")
+    except PlaywrightError:
+        return None
+    finally:
+        tab.close()
+
+
+class Secret(LocalServer):
+    """A page that says a secret."""
+
+    def __init__(self, secret):
+        super().__init__()
+        self.secret = secret
+
+    @property
+    def port(self):
+        return self._server.server_address[1]
+
+    def get(self, handler):
+        handler.answer(200, f"<p>{self.secret}</p>".encode(), "text/html")
+
+
+def host_address():
+    """An address of this machine other than loopback (None when it has none)."""
+    own = [address for address in sandbox.host_addresses() if not address.is_loopback and address.version == 4]
+    return str(own[0]) if own else None
+
+
+def test_a_page_reads_no_file_of_the_server(page, lantern):
+    secret = secrets.token_hex(8)
+    sentinel = ROOT / "instance" / f"sentinel-{secret}.txt"
+    sentinel.write_text(secret)
+    try:
+        for url in (sentinel.as_uri(), "file:///etc/shadow", (lantern.workdir / "gunicorn.log").as_uri(),
+                    (ROOT / "instance").as_uri() + "/", (lantern.workdir / "hosts").as_uri() + "/"):
+            shown = visit(page, url)
+            assert shown is None or (secret not in shown and "root:" not in shown), url
+        listing = visit(page, "file:///")  # the sandbox's own root: system folders and its home
+        assert listing is not None and "home" in listing and "work" not in listing
+    finally:
+        sentinel.unlink()
+
+
+def test_a_download_aimed_at_a_server_folder_writes_nothing_there(sdk, site):
+    created = sdk.browsers.create(headless=True)
+    name = f"config-{secrets.token_hex(6)}.py"
+    target = ROOT / "instance"
+
+    class Download(LocalServer):
+        def get(self, handler):
+            body = b"import os  # would run as the server\n"
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/octet-stream")
+            handler.send_header("Content-Disposition", f'attachment; filename="{name}"')
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+    server = Download().start()
+    ended = threading.Event()
+    try:
+        with CdpClient(created.cdp_ws_url) as cdp:
+            cdp.on("Browser.downloadProgress", lambda params, _: params["state"] != "inProgress" and ended.set())
+            cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(target),
+                                                     "eventsEnabled": True})
+            cdp.call("Target.createTarget", {"url": f"{server.url}/{name}"})
+            assert ended.wait(15), "the download neither finished nor failed"
+        assert not (target / name).exists()
+        assert not list(ROOT.rglob(name))
+    finally:
+        server.stop()
+
+
+def test_no_process_of_a_session_is_root_and_chromium_keeps_its_own_sandbox(sdk, lantern):
+    created = sdk.browsers.create(headless=True)
+    pids = sandbox_of(lantern, created.session_id).cgroup.pids()
+    assert len(pids) > 3  # Chromium, its children, the DevTools socket's socat
+    for pid in pids:
+        status, cmdline = Path(f"/proc/{pid}/status").read_text(), Path(f"/proc/{pid}/cmdline").read_bytes()
+        uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", status, re.MULTILINE)
+        assert "0" not in uids.groups(), f"process {pid} runs as root"
+        assert b"--no-sandbox" not in cmdline
+
+
+def test_listed_loopback_ports_are_reachable_and_nothing_else_of_the_host(page, lantern, site):
+    assert visit(page, f"{site.url}/") == "hello"  # a port of BROWSER_LOOPBACK_PORTS, at 127.0.0.1
+    api = urlsplit(lantern.base_url)
+    assert not LOOPBACK_PORTS[0] <= api.port <= LOOPBACK_PORTS[1]
+    assert visit(page, f"{lantern.base_url}/openapi.json") is None  # the API itself
+    assert visit(page, f"http://localhost:{api.port}/openapi.json") is None
+    assert visit(page, f"http://[::1]:{api.port}/openapi.json") is None
+    assert visit(page, "http://169.254.169.254/latest/meta-data/") is None  # the cloud metadata address
+    secret = secrets.token_hex(8)
+    outside = Secret(secret).start(bind=("0.0.0.0", free_port()))  # every address, a port not listed
+    try:
+        assert secret not in (visit(page, f"http://127.0.0.1:{outside.port}/") or "")
+        if host_address():
+            assert visit(page, f"http://{host_address()}:{outside.port}/") is None  # the host's own address
+            assert visit(page, f"http://{host_address()}:{site.port}/") is None
+    finally:
+        outside.stop()
+
+
+def test_no_devtools_port_is_open_on_the_host(sdk, lantern):
+    created = [sdk.browsers.create(headless=True) for _ in range(2)]
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                listening.add(fields[9])  # the socket's inode
+    for session in created:
+        for pid in sandbox_of(lantern, session.session_id).cgroup.pids():
+            try:
+                sockets = {link for link in (_fd_links(pid)) if link.startswith("socket:[")}
+            except OSError:
+                continue  # it ended meanwhile
+            assert not {link[8:-1] for link in sockets} & listening, f"process {pid} listens on the host"
+    # And the other session's DevTools are not where an unsandboxed browser had them: each sandbox's
+    # 127.0.0.1:9222 is its own.
+    versions = set()
+    for session in created:
+        with CdpClient(session.cdp_ws_url) as cdp:
+            target = cdp.call("Target.createTarget", {"url": "http://127.0.0.1:9222/json/version"})["targetId"]
+            attached = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            deadline = time.monotonic() + 10
+            text = ""
+            while "webSocketDebuggerUrl" not in text and time.monotonic() < deadline:
+                text = cdp.call("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
+                                                     "returnByValue": True}, session_id=attached)["result"]["value"]
+                time.sleep(0.1)
+            versions.add(re.search(r"/devtools/browser/([\w-]+)", text).group(1))
+    assert len(versions) == 2
+
+
+def _fd_links(pid):
+    folder = f"/proc/{pid}/fd"
+    links = []
+    for fd in os.listdir(folder):
+        try:
+            links.append(os.readlink(f"{folder}/{fd}"))
+        except OSError:
+            pass
+    return links
+
+
+def test_a_proxy_set_by_a_cdp_client_does_not_get_around_the_network(sdk, playwright, site):
+    """The session may reach only what it lists; a browser context of its own with a proxy on a port the
+    host opens to others (the test site, which answers any request) reaches nothing through it."""
+    created = sdk.browsers.create(headless=True, network={"allowed_hosts": ["example.com"]})
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    try:
+        seen_before = len(site.paths)
+        context = browser.new_context(proxy={"server": f"http://127.0.0.1:{site.port}"})
+        proxied = context.new_page()
+        assert visit(proxied, "http://anything.test/") is None
+        assert visit(proxied, f"{site.url}/") is None
+        assert len(site.paths) == seen_before  # the proxy was never reached
+        plain = first_page(browser)
+        assert visit(plain, f"{site.url}/") is None  # 127.0.0.1 is not on the list
+        assert visit(plain, f"http://{socket.gethostname()}:{site.port}/") is None
+    finally:
+        browser.close()
+
+
+def test_a_session_that_lists_127_0_0_1_reaches_the_loopback_ports_only(sdk, playwright, site):
+    created = sdk.browsers.create(headless=True, network={"allowed_hosts": ["127.0.0.1"]})
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    try:
+        page = first_page(browser)
+        assert visit(page, f"{site.url}/") == "hello"
+        assert visit(page, "http://169.254.169.254/") is None
+    finally:
+        browser.close()
+
+
+def test_a_page_past_its_memory_cap_ends_its_session_with_oom_and_others_go_on(sdk, playwright):
+    bystander = sdk.browsers.create(headless=True)
+    greedy = sdk.browsers.create(headless=True, memory="1GiB", telemetry={"enabled": True})
+    browser = playwright.chromium.connect_over_cdp(greedy.cdp_ws_url)
+    page = first_page(browser)
+    with pytest.raises(PlaywrightError):
+        page.evaluate("() => { const kept = []; for (let i = 0; i < 64; i++) "
+                      "kept.push(new Uint8Array(64 << 20).fill(i + 1)); return kept.length; }")
+    deadline = time.monotonic() + 20
+    while (record := sdk.browsers.retrieve(greedy.session_id, include_deleted=True)).deleted_at is None:
+        assert time.monotonic() < deadline, "the session outlived its memory cap"
+        time.sleep(0.2)
+    assert record.end_reason == "oom"
+    events = [e.event for e in sdk.browsers.telemetry.events(greedy.session_id, since="1h", category=["system"])]
+    oom = [e for e in events if e.type == "system_oom_kill"]
+    assert len(oom) == 1 and oom[0].data.pid > 0 and oom[0].data.rss_kb > 0 and oom[0].data.constraint == "memcg"
+    with CdpClient(bystander.cdp_ws_url) as cdp:
+        assert cdp.call("Browser.getVersion")["product"].startswith("Chrome/")
+
