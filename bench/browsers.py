@@ -1,26 +1,28 @@
 """Real browsers through Lantern (`make bench`, or `.venv/bin/python bench/browsers.py`).
 
-Starts gunicorn (1 gevent worker, host driver) and one browser host on a private
-database, then, each beside a baseline measured in the same run:
-1. Start: POST /browsers to a page loaded over CDP through Lantern's relay, over N
-   sessions one after another; beside a bare Chromium started the same way
-   (app.browsers.host.launch) and the same page loaded straight over its DevTools port.
+Starts gunicorn (1 gevent worker, host driver) and one browser host on a private database, once
+with BROWSER_SANDBOX=off and once with it on, and measures each beside the other in the same run:
+1. Start: POST /browsers to a page loaded over CDP through Lantern's relay, over N sessions one
+   after another; and a bare Chromium started the same way (app.browsers.host.launch), its page
+   loaded straight over its DevTools port.
 2. Relay: 1,000 `Runtime.evaluate("1")` round trips in a row, and 2 MB screenshots
    (Page.captureScreenshot, PNG, of a page of random pixels), through the relay and straight to the
-   same browser over the same kind of client (websocket-client).
-3. Memory: PSS and RSS of one idle headless browser's process group (from /proc), and
-   the capacity a host computes from this machine's memory.
+   same browser's DevTools (its port, or its sandbox's socket) over the same client (websocket-client).
+3. Memory: PSS and RSS of everything one idle headless session runs (its process group, or its
+   sandbox's cgroup and slirp4netns), from /proc; and the capacity a host computes from this machine.
 Prints Markdown tables for docs/benchmarks.md. Traffic stays on 127.0.0.1.
 """
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import websocket
@@ -28,7 +30,8 @@ import websocket
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.browsers.cli import memory_capacity  # noqa: E402
-from app.browsers.host import launch  # noqa: E402
+from app.browsers.host import launch, sandbox  # noqa: E402
+from app.browsers.host.cdp import DevTools  # noqa: E402
 from app.config import DefaultConfig  # noqa: E402
 from tests.browsers.host.helpers import Site  # noqa: E402
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
@@ -39,8 +42,9 @@ COMMAND = shlex.join([".venv/bin/python", "bench/browsers.py", *sys.argv[1:]])
 class Cdp:
     """A bare synchronous CDP client: what the relay adds is measured with the same client on both paths."""
 
-    def __init__(self, url):
-        self.ws = websocket.create_connection(url, suppress_origin=True, timeout=30, enable_multithread=False)
+    def __init__(self, url, sock=None):
+        self.ws = websocket.create_connection(url, suppress_origin=True, timeout=30, enable_multithread=False,
+                                              socket=sock)
         self.next_id = 0
 
     def call(self, method, params=None, session_id=None):
@@ -75,47 +79,47 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] * 1000
 
 
-def bench_start(base_url, key, site_url, count):
-    through, bare = [], []
+def start_times(base_url, key, site_url, count):
+    """Seconds from POST /browsers to a page loaded over CDP through Lantern, for `count` sessions in turn."""
     headers = {"Authorization": f"Bearer {key}"}
+    times = []
     for _ in range(count):
         began = time.perf_counter()
         created = httpx.post(f"{base_url}/browsers", json={"headless": True}, headers=headers, timeout=60).json()
         cdp = Cdp(created["cdp_ws_url"])
         cdp.open_page(site_url)
-        through.append(time.perf_counter() - began)
+        times.append(time.perf_counter() - began)
         cdp.close()
         httpx.delete(f"{base_url}/browsers/{created['session_id']}", headers=headers, timeout=60)
-    binary = launch.find_chromium()
+    return times
+
+
+def bare_start_times(site_url, count):
+    """The same with a bare Chromium started by app.browsers.host.launch, its page loaded over its port."""
+    binary, times = launch.find_chromium(), []
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(count):
             began = time.perf_counter()
             browser = launch.Browser.start(binary, Path(scratch) / str(number), launch.LaunchOptions())
             cdp = Cdp(browser.ws_url)
             cdp.open_page(site_url)
-            bare.append(time.perf_counter() - began)
+            times.append(time.perf_counter() - began)
             cdp.close()
             browser.stop()
-    print(f"\nStart to a loaded page, {count} sessions one after another (`{COMMAND}`):\n")
-    print("| path | p50 ms | p95 ms | max ms |")
-    print("|---|---|---|---|")
-    for name, values in (("POST /browsers + CDP through Lantern", through), ("bare Chromium, same flags", bare)):
-        print(f"| {name} | {pct(values, 50):.0f} | {pct(values, 95):.0f} | {max(values) * 1000:.0f} |")
-    print(f"\nratio p50 (Lantern / bare): {statistics.median(through) / statistics.median(bare):.2f}")
+    return times
 
 
-def bench_relay(base_url, key, site_url, round_trips, screenshots, hosts_dir):
+def relay_times(base_url, key, site_url, round_trips, screenshots, workdir):
+    """{path: (round trip times, screenshot times, screenshot size)} through Lantern and straight to the
+    browser's DevTools (its sandbox's socket, or its port), with the same client."""
     headers = {"Authorization": f"Bearer {key}"}
     created = httpx.post(f"{base_url}/browsers", json={"headless": True, "viewport": {"width": 1920, "height": 1080}},
                          headers=headers, timeout=60).json()
-    version = httpx.get(created["cdp_ws_url"].replace("ws://", "http://").replace("/cdp?", "/cdp/json/version?"),
-                        timeout=10).json()
-    host_dir = hosts_dir / "bench" / "sessions" / created["session_id"] / "user-data"
-    port, path = (host_dir / "DevToolsActivePort").read_text().split()
-    direct_url = f"ws://127.0.0.1:{port}{path}"
-    rows = []
-    for name, url in (("through Lantern", created["cdp_ws_url"]), ("straight to Chromium", direct_url)):
-        cdp = Cdp(url)
+    devtools = session_devtools(workdir, created["session_id"])
+    rows = {}
+    for name, connect in (("through Lantern", lambda: Cdp(created["cdp_ws_url"])),
+                          ("straight to Chromium", lambda: Cdp(devtools.ws_url(), devtools.connect()))):
+        cdp = connect()
         session = cdp.open_page(site_url + "/big")
         times = []
         for _ in range(round_trips):
@@ -128,53 +132,92 @@ def bench_relay(base_url, key, site_url, round_trips, screenshots, hosts_dir):
             size = len(cdp.call("Page.captureScreenshot", {"format": "png"}, session_id=session)["data"])
             shots.append(time.perf_counter() - began)
         cdp.close()
-        rows.append((name, times, shots, size))
-    print(f"\nCDP round trips on one connection ({version['Browser']}; `{COMMAND}`):\n")
-    print(f"| path | {round_trips} x Runtime.evaluate(1): p50 ms | p99 ms | total s "
-          f"| screenshot ({rows[0][3] // 1024} KiB base64) p50 ms |")
-    print("|---|---|---|---|---|")
-    for name, times, shots, _ in rows:
-        print(f"| {name} | {pct(times, 50):.3f} | {pct(times, 99):.3f} | {sum(times):.2f} | {pct(shots, 50):.0f} |")
-    (_, relayed, relayed_shots, _), (_, direct, direct_shots, _) = rows
-    print(f"\nrelay adds {(statistics.median(relayed) - statistics.median(direct)) * 1000:.3f} ms per round trip "
-          f"(ratio {statistics.median(relayed) / statistics.median(direct):.2f}); screenshot ratio "
-          f"{statistics.median(relayed_shots) / statistics.median(direct_shots):.2f}")
+        rows[name] = (times, shots, size)
     httpx.delete(f"{base_url}/browsers/{created['session_id']}", headers=headers, timeout=60)
+    return rows
 
 
-def bench_memory():
-    binary = launch.find_chromium()
-    with tempfile.TemporaryDirectory() as scratch:
-        browser = launch.Browser.start(binary, Path(scratch), launch.LaunchOptions())
-        time.sleep(3)  # let it settle
-        pss = rss = 0
-        members = launch._group_members(browser.pid)
-        for pid in members:
-            try:
-                rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-            except OSError:
-                continue
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-                elif line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-        browser.stop()
+def session_devtools(workdir, session_id):
+    """The DevTools of a session's browser as its host reaches them."""
+    folder = workdir / "hosts" / "bench" / "sessions" / session_id
+    active_port = folder / "user-data" / "DevToolsActivePort"
+    if active_port.exists():  # no sandbox: Chromium's port on 127.0.0.1
+        port, path = active_port.read_text().split()
+        return DevTools(path, port=int(port))
+    socket_path = sandbox.Sandbox(folder, sandbox.SandboxPolicy(), memory_mb=0).devtools_socket()
+    version = DevTools("", socket_path=socket_path).get_json("/json/version")
+    return DevTools(urlsplit(version["webSocketDebuggerUrl"]).path, socket_path=socket_path)
+
+
+def idle_memory(base_url, key, workdir, settle=3.0):
+    """(processes, PSS KiB, RSS KiB) of one idle headless session's browser and everything of its sandbox
+    (slirp4netns included), through Lantern."""
+    headers = {"Authorization": f"Bearer {key}"}
+    created = httpx.post(f"{base_url}/browsers", json={"headless": True}, headers=headers, timeout=60).json()
+    time.sleep(settle)
+    folder = workdir / "hosts" / "bench" / "sessions" / created["session_id"]
+    box = sandbox.Sandbox(folder, sandbox.SandboxPolicy(), memory_mb=0)
+    members = set(box.cgroup.pids())
+    if members:
+        members |= {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                    if f"/var/run/netns/{box.name}" in launch._cmdline(pid)}  # slirp4netns
+    else:
+        members = set(launch._group_members(int((folder / "chromium.pgid").read_text())))
+    pss = rss = 0
+    for pid in members:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in rollup:
+            if line.startswith("Pss:"):
+                pss += int(line.split()[1])
+            elif line.startswith("Rss:"):
+                rss += int(line.split()[1])
+    httpx.delete(f"{base_url}/browsers/{created['session_id']}", headers=headers, timeout=60)
+    return len(members), pss, rss
+
+
+def report(results, bare, count, round_trips):
+    print(f"\nSandboxed (BROWSER_SANDBOX=on) beside unsandboxed (off), measured in the same run (`{COMMAND}`).")
+    print(f"\nStart to a loaded page, {count} sessions one after another:\n")
+    print("| path | p50 ms | p95 ms | max ms |")
+    print("|---|---|---|---|")
+    for name, values in (("POST /browsers + CDP through Lantern, sandbox off", results["off"]["start"]),
+                         ("POST /browsers + CDP through Lantern, sandbox on", results["on"]["start"]),
+                         ("bare Chromium, its page over its port", bare)):
+        print(f"| {name} | {pct(values, 50):.0f} | {pct(values, 95):.0f} | {max(values) * 1000:.0f} |")
+    print(f"\nratio p50 (on / off): {statistics.median(results['on']['start']) / statistics.median(results['off']['start']):.2f}")
+    print(f"\nCDP round trips on one connection ({round_trips} x Runtime.evaluate(1)) and 2 MB screenshots:\n")
+    print("| sandbox | path | p50 ms | p99 ms | screenshot p50 ms |")
+    print("|---|---|---|---|---|")
+    for mode in ("off", "on"):
+        for name, (times, shots, _) in results[mode]["relay"].items():
+            print(f"| {mode} | {name} | {pct(times, 50):.3f} | {pct(times, 99):.3f} | {pct(shots, 50):.0f} |")
+    through = {mode: statistics.median(results[mode]["relay"]["through Lantern"][0]) for mode in ("off", "on")}
+    print(f"\nthrough Lantern, on - off: {(through['on'] - through['off']) * 1000:+.3f} ms per round trip")
+    print("\nOne idle headless session (about:blank), everything it runs:\n")
+    print("| sandbox | processes | PSS MiB | RSS sum MiB |")
+    print("|---|---|---|---|")
+    for mode in ("off", "on"):
+        processes, pss, rss = results[mode]["memory"]
+        print(f"| {mode} | {processes} | {pss / 1024:.0f} | {rss / 1024:.0f} |")
+    print(f"\nPSS ratio (on / off): {results['on']['memory'][1] / results['off']['memory'][1]:.2f}")
     per_browser = DefaultConfig.BROWSER_HOST_MEMORY_PER_BROWSER_MB
-    print(f"\nOne idle headless browser (about:blank): {len(members)} processes, PSS {pss / 1024:.0f} MiB, "
-          f"RSS sum {rss / 1024:.0f} MiB; a host here takes {memory_capacity(per_browser)} browsers by default "
-          f"(80% of memory at {per_browser} MB each).")
+    print(f"\nBrowsers per host: {memory_capacity(per_browser)} here either way (80% of memory at {per_browser} MB "
+          "each; the sandbox changes neither).")
 
 
 @contextlib.contextmanager
-def lantern_with_a_host():
+def lantern_with_a_host(sandbox_setting):
     """(base URL, owner key, host process, workdir): gunicorn (1 gevent worker, host driver) and one
-    browser host named `bench` on a private database; all stopped afterwards."""
+    browser host named `bench` (BROWSER_SANDBOX `sandbox_setting`) on a private database; all stopped
+    afterwards."""
     with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
         workdir = Path(scratch)
         env = server_env(database_url, workdir)
         env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
-                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
+                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"), LANTERN_BROWSER_SANDBOX=sandbox_setting)
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
         host, _ = browser_host(env, workdir, "bench", capacity=4)
@@ -210,11 +253,16 @@ def main():
 
     site.get = get
     site.start()
-    with lantern_with_a_host() as (base_url, key, _, workdir):
-        bench_start(base_url, key, site.url + "/page", args.sessions)
-        bench_relay(base_url, key, site.url, args.round_trips, args.screenshots, workdir / "hosts")
+    results = {}
+    for setting in ("off", "on"):
+        with lantern_with_a_host(setting) as (base_url, key, _, workdir):
+            results[setting] = {
+                "start": start_times(base_url, key, site.url + "/page", args.sessions),
+                "relay": relay_times(base_url, key, site.url, args.round_trips, args.screenshots, workdir),
+                "memory": idle_memory(base_url, key, workdir)}
+    bare = bare_start_times(site.url + "/page", args.sessions)
     site.stop()
-    bench_memory()
+    report(results, bare, args.sessions, args.round_trips)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,8 @@ def parse_ports(text):
     ranges = []
     for part in filter(None, (p.strip() for p in str(text or "").split(","))):
         low, _, high = part.partition("-")
+        if not (low.strip().isdigit() and (high or low).strip().isdigit()):
+            raise ValueError(f"not a port or range of ports: {part!r}")
         low, high = int(low), int(high or low)
         if not 1 <= low <= high <= 65535:
             raise ValueError(f"not a port or range of ports: {part!r}")
@@ -211,6 +213,7 @@ class Sandbox:
 
     def _make_folders(self):
         uid, gid = self.policy.ids()
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
         self.root.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # walkable by the sandbox user, not listable

@@ -1,0 +1,134 @@
+"""The sandbox's rules, settings and clean-up (app/browsers/host/sandbox.py), without a browser: the
+firewall a session gets, what the settings accept, what a host says when it cannot sandbox, and that a
+sandbox leaves nothing behind. What pages can reach is tested on real browsers (tests/browsers/live)."""
+import ipaddress
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.browsers.host import sandbox
+from app.browsers.host.server import BrowserHostServer
+from app.browsers.models import BrowserHost
+from app.core.db import db
+
+POLICY = sandbox.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
+                               allowed_networks=sandbox.parse_networks("10.1.0.0/16"))
+can_sandbox = pytest.mark.skipif(sandbox.probe(sandbox.SandboxPolicy()) != [],
+                                 reason="this machine cannot sandbox browsers")
+
+
+def output_rules(ruleset):
+    chain = ruleset[ruleset.index("chain output {"):]
+    return [line.strip() for line in chain.splitlines()[2:] if line.strip() not in ("}", "")]
+
+
+def test_the_settings_parse_and_refuse_what_is_not_a_port_or_a_network():
+    assert sandbox.parse_ports("18000-18099, 3000") == ((18000, 18099), (3000, 3000))
+    assert sandbox.parse_ports("") == () and sandbox.parse_ports(3000) == ((3000, 3000),)
+    for wrong in ("http", "0", "70000", "5-3", "9000-9300"):  # 9222 is the sandbox's DevTools port
+        with pytest.raises(ValueError):
+            sandbox.parse_ports(wrong)
+    assert sandbox.parse_networks("10.1.2.3/16, fd00::/8") == (ipaddress.ip_network("10.1.0.0/16"),
+                                                               ipaddress.ip_network("fd00::/8"))
+    with pytest.raises(ValueError):
+        sandbox.parse_networks("10.1.0.0/40")
+
+
+def test_the_firewall_blocks_the_host_and_private_ranges_and_opens_what_the_operator_lists():
+    rules = output_rules(sandbox.firewall(POLICY, None, [ipaddress.ip_address("192.0.2.7"),
+                                                         ipaddress.ip_address("2001:db8::7")]))
+    assert rules[0] == 'oifname "lo" accept'
+    assert "ip daddr 10.0.2.2 tcp dport { 18000-18099, 3000 } accept" in rules
+    assert "ip daddr { 192.0.2.7 } reject" in rules and "ip6 daddr { 2001:db8::7 } reject" in rules
+    blocked = next(rule for rule in rules if rule.startswith("ip daddr { 0.0.0.0/8"))
+    for network in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
+                    "100.64.0.0/10"):
+        assert network in blocked
+    assert blocked.endswith("ip daddr != { 10.1.0.0/16 } reject")  # BROWSER_ALLOWED_NETWORKS
+    blocked6 = next(rule for rule in rules if rule.startswith("ip6 daddr { ::/127"))
+    assert "fc00::/7" in blocked6 and "fe80::/10" in blocked6
+    assert rules[-1] != "reject"  # no allowlist: the rest of the internet is open
+
+
+def test_an_allowlist_leaves_only_its_hosts_on_web_ports_and_loopback_only_when_listed():
+    nat = "dnat ip to 10.0.2.2"
+    rules = sandbox.firewall(POLICY, ["203.0.113.9", "example.invalid"], [])
+    assert output_rules(rules)[-3:] == ["ip daddr { 203.0.113.9 } tcp dport { 80, 443 } accept",
+                                        "ip daddr { 203.0.113.9 } udp dport 443 accept", "reject"]
+    assert "10.0.2.2" not in "\n".join(output_rules(rules)) and nat not in rules
+    listed = sandbox.firewall(POLICY, ["127.0.0.1"], [])
+    assert "ip daddr 10.0.2.2 tcp dport { 18000-18099, 3000 } accept" in output_rules(listed)
+    assert f"ip daddr 127.0.0.1 tcp dport {{ 18000-18099, 3000 }} {nat}" in listed
+    assert nat not in sandbox.firewall(sandbox.SandboxPolicy(), None, [])  # no ports listed
+
+
+def test_names_are_stable_per_session_folder_and_short():
+    name = sandbox.sandbox_name(Path("/srv/hosts/a/sessions/s1"))
+    assert name == sandbox.sandbox_name(Path("/srv/hosts/a/sessions/s1"))
+    assert name != sandbox.sandbox_name(Path("/srv/hosts/b/sessions/s1"))
+    assert len(name) <= 30 and name.startswith("lantern-")
+
+
+def test_the_host_says_what_it_lacks_and_starts_no_browser(make_app, tmp_path, monkeypatch):
+    app = make_app(BROWSER_HOST_DIR=str(tmp_path))
+    server = BrowserHostServer(app, name="t", bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+    server.binary = "/usr/lib/chromium/chromium"
+    monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool in ("bwrap", "slirp4netns") else tool)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    server.cannot_sandbox = sandbox.probe(server.policy)
+    assert server.cannot_sandbox == ["bwrap, slirp4netns not installed (apt-get install bubblewrap slirp4netns)"]
+    server.register()
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == "t")
+    assert host.capacity == 0 and "cannot sandbox browsers (bwrap, slirp4netns not installed" in host.unavailable_reason
+    assert "BROWSER_SANDBOX=off" in host.unavailable_reason
+    status, answer = server.start_browser({"session_id": "s1", "headless": True})
+    assert status == 503 and "cannot sandbox browsers" in answer["message"] and not server.hosted
+
+
+def test_with_the_sandbox_off_a_host_probes_nothing_and_can_start_browsers(make_app, tmp_path):
+    server = BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path), BROWSER_SANDBOX="off"), name="t",
+                               bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+    server.binary = "/usr/lib/chromium/chromium"
+    assert server.policy is None and server.unavailable_reason() is None
+
+
+def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(make_app, tmp_path):
+    with pytest.raises(ValueError, match="not a port"):
+        BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path), BROWSER_LOOPBACK_PORTS="80,web"), name="t",
+                          bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+
+
+@can_sandbox
+def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        process = box.popen(["/bin/sh", "-c", "id -u; ls /home; sleep 30"], stdout=subprocess.PIPE, text=True)
+        uid = process.stdout.readline().strip()
+        assert uid not in ("", "0") and int(uid) == sandbox.SandboxPolicy().ids()[0]
+        assert process.stdout.readline().strip() == "session"  # its home, and nothing else, in /home
+        assert process.pid in box.cgroup.pids()
+        assert Path(f"/var/run/netns/{box.name}").exists()
+    finally:
+        box.destroy()
+    process.wait(timeout=10)
+    process.stdout.close()
+    assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
+
+
+@can_sandbox
+def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
+    workdir = tmp_path / "sessions" / "s1"
+    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=64).create()
+    process = box.popen(["/bin/sleep", "60"])
+    box._slirp.kill()  # as if the host died: its slirp4netns goes with it (exit-fd), the rest stays
+    box._slirp.wait()
+    assert process.pid in box.cgroup.pids()
+
+    assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
+    process.wait(timeout=10)
+    assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
+    assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
+    os.close(box._slirp_exit)
