@@ -9,7 +9,6 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-
 # The host loopback ports the tests' browser sandboxes may reach (LANTERN_BROWSER_LOOPBACK_PORTS of every
 # browser host a test starts): the ports of every LocalServer, and of nothing else.
 LOOPBACK_PORTS = (18100, 18299)

@@ -5,6 +5,7 @@ database, a schema of its own in that database (selected through the libpq
 `options=-csearch_path=...` URL parameter), so the in-process tests, which drop
 and recreate `public`, never touch it.
 """
+import functools
 import itertools
 import os
 import signal
@@ -19,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from app.browsers.host import sandbox
 from tests.fakes import LOOPBACK_PORTS_SETTING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,13 +185,22 @@ def serve_with_organization(workdir, org_name, *, workers=1, env_updates=None):
             yield Served(base_url=base_url, api_key=api_key, env=env, log_path=log_path)
 
 
+@functools.cache
+def cannot_sandbox():
+    """What this machine lacks to sandbox browsers ([]: nothing), as a browser host finds at its start."""
+    return sandbox.probe(sandbox.SandboxPolicy())
+
+
 def browser_host(env, workdir, name, capacity, *, port=None, advertise="127.0.0.1"):
     """(process, port) of `flask browsers host` on 127.0.0.1, once it answers its health check.
 
     Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
-    the host's own relay for any other name (as for a host on another machine). The caller stops it.
+    the host's own relay for any other name (as for a host on another machine). On a machine that
+    cannot sandbox, browsers run without (the isolation tests skip, saying why). The caller stops it.
     """
     port = port or free_port()
+    if cannot_sandbox():
+        env = {**env, "LANTERN_BROWSER_SANDBOX": "off"}
     log_path = Path(workdir) / f"host-{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(

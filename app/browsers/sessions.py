@@ -346,10 +346,10 @@ def _build_listing(project, region, query, tags, limit, offset, *, status):
     # What record() shows of a session and of its profile (paging.page).
     shown = BrowserSession.select(
         BrowserSession.id, BrowserSession.name, BrowserSession.driver, BrowserSession.cdp_ws_url,
-        BrowserSession.cdp_token, BrowserSession.webdriver_ws_url, BrowserSession.live_view_url, BrowserSession.created_at,
-        BrowserSession.deleted_at, BrowserSession.end_reason, BrowserSession.headless, BrowserSession.stealth,
-        BrowserSession.timeout_seconds, BrowserSession.memory, BrowserSession.region, BrowserSession.settings,
-        BrowserSession.profile, BrowserSession.profile_save_changes)
+        BrowserSession.cdp_token, BrowserSession.webdriver_ws_url, BrowserSession.live_view_url,
+        BrowserSession.created_at, BrowserSession.deleted_at, BrowserSession.end_reason, BrowserSession.headless,
+        BrowserSession.stealth, BrowserSession.timeout_seconds, BrowserSession.memory, BrowserSession.region,
+        BrowserSession.settings, BrowserSession.profile, BrowserSession.profile_save_changes)
     sessions = by_status(with_profiles(shown, Profile.id, Profile.name, Profile.created_at, Profile.updated_at,
                                        Profile.last_used_at).where(BrowserSession.project == project),
                          BrowserSession.deleted_at, status)

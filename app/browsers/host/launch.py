@@ -303,10 +303,12 @@ class Browser:
         env["BREAKPAD_DUMP_LOCATION"] = f"{sandbox.INSIDE_HOME}/.crash-dumps"
         log_path = workdir / "chromium.log"
         with open(log_path, "ab") as log_file:
-            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)], screen=screen, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)], screen=screen,
+                                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)
         try:
-            devtools = _wait_for_devtools(process, time.monotonic() + timeout, lambda: _on_socket(box.devtools_socket()))
+            devtools = _wait_for_devtools(process, time.monotonic() + timeout,
+                                          lambda: _on_socket(box.devtools_socket()))
         except LaunchError as error:
             box.cgroup.kill(0)
             process.wait()

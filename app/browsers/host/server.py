@@ -83,6 +83,7 @@ class Hosted:
     connections: dict = field(default_factory=dict)
     starting: bool = True
     stopping: bool = False
+    out_of_memory: bool = False  # its sandbox's OOM kill was reported; it is being ended
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: set = field(default_factory=set)
@@ -208,8 +209,11 @@ class BrowserHostServer:
     def end_out_of_memory(self):
         """A session whose sandbox had a process killed for memory ends (`oom`), all of it."""
         for hosted in list(self.hosted.values()):
-            if hosted.box is None or hosted.starting or hosted.stopping or not hosted.box.oom_kills():
-                continue
+            with self.lock:  # the heartbeat and a browser's watch may both find it: one reports it
+                if (hosted.box is None or hosted.starting or hosted.stopping or hosted.out_of_memory
+                        or not hosted.box.oom_kills()):
+                    continue
+                hosted.out_of_memory = True
             report = sandbox.oom_report(hosted.box.cgroup)
             self.note(hosted, f"{report['process_name']} (pid {report['pid']}) went past the session's memory cap "
                               f"of {hosted.box.memory_mb} MB and was killed; the session ends", level=logging.WARNING)

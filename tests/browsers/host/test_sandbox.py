@@ -12,11 +12,11 @@ from app.browsers.host import sandbox
 from app.browsers.host.server import BrowserHostServer
 from app.browsers.models import BrowserHost
 from app.core.db import db
+from tests.live_server import cannot_sandbox
 
 POLICY = sandbox.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
                                allowed_networks=sandbox.parse_networks("10.1.0.0/16"))
-can_sandbox = pytest.mark.skipif(sandbox.probe(sandbox.SandboxPolicy()) != [],
-                                 reason="this machine cannot sandbox browsers")
+can_sandbox = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
 
 
 def output_rules(ruleset):

@@ -22,10 +22,9 @@ from app.browsers.host.cdp import CdpClient
 from tests.browsers.live.conftest import sandbox_of
 from tests.browsers.live.test_real_browsers import first_page
 from tests.fakes import LOOPBACK_PORTS, LocalServer
-from tests.live_server import ROOT, free_port
+from tests.live_server import ROOT, cannot_sandbox, free_port
 
-pytestmark = pytest.mark.skipif(sandbox.probe(sandbox.SandboxPolicy()) != [],
-                                reason=f"this machine cannot sandbox browsers: {sandbox.probe(sandbox.SandboxPolicy())}")
+pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +242,19 @@ def test_a_page_past_its_memory_cap_ends_its_session_with_oom_and_others_go_on(s
     with CdpClient(bystander.cdp_ws_url) as cdp:
         assert cdp.call("Browser.getVersion")["product"].startswith("Chrome/")
 
+
+
+def test_a_headful_session_has_its_display_inside_its_sandbox(sdk, lantern, playwright, site):
+    created = sdk.browsers.create(headless=False, viewport={"width": 1280, "height": 800})
+    browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+    try:
+        page = first_page(browser)
+        page.goto(f"{site.url}/")
+        assert page.evaluate("[innerWidth, innerHeight, navigator.userAgent.includes('Headless')]") == [
+            1280, 800, False]
+    finally:
+        browser.close()
+    names = {Path(f"/proc/{pid}/comm").read_text().strip(): pid
+             for pid in sandbox_of(lantern, created.session_id).cgroup.pids()}
+    assert "Xvfb" in names  # the display is the sandbox's own, as unprivileged as the rest
+    assert re.search(r"^Uid:\s+(\d+)", Path(f"/proc/{names['Xvfb']}/status").read_text(), re.MULTILINE).group(1) != "0"

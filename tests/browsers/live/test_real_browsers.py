@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import httpx
 import kernel
@@ -19,7 +20,8 @@ from playwright.sync_api import sync_playwright
 from app.browsers.host.launch import (
     group_alive,  # running members: zombies awaiting init are not
 )
-from tests.browsers.live.conftest import CAPACITY
+from tests.browsers.live.conftest import CAPACITY, sandbox_of
+from tests.live_server import cannot_sandbox
 from tests.readme import examples, run
 
 
@@ -180,8 +182,14 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
     assert first_page(playwright.chromium.connect_over_cdp(remote.cdp_ws_url)).evaluate("6 * 7") == 42
     groups = {session_id: browser_group(lantern, session_id, "second") for session_id in on_second}
 
-    second.process.kill()  # kill -9: its browsers are orphans until it comes back
+    boxes = [sandbox_of(lantern, session_id, "second") for session_id in on_second] if not cannot_sandbox() else []
+    assert all(box.cgroup.pids() for box in boxes)
+    second.process.kill()  # kill -9: every sandbox dies with it (the parent-death signal, pid namespaces)
     second.process.wait()
+    deadline = time.monotonic() + 10
+    while any(box.cgroup.pids() for box in boxes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(box.cgroup.pids() for box in boxes), "a sandbox outlived its host"
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         ended = {b.session_id for b in sdk.browsers.list(status="deleted")}
@@ -200,6 +208,9 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
     assert restarted.health()["sessions"] == []
     assert not any(group_alive(pgid) for pgid in groups.values())
     assert not any((lantern.workdir / "hosts" / "second" / "sessions").iterdir())
+    for box in boxes:  # its cgroups, network namespaces and folders went with the restart's clean-up
+        assert not box.cgroup.exists() and not box.root.exists()
+        assert not Path(f"/var/run/netns/{box.name}").exists()
     restarted.stop()
 
 
