@@ -14,6 +14,7 @@ from typing import Protocol
 from flask import current_app
 
 from app.browsers import hosts
+from app.browsers.models import DEFAULT_VIEWPORT
 from app.core.errors import ApiError
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
@@ -118,7 +119,7 @@ class HostDriver:
         config = current_app.config
         body = {"session_id": session.id, "headless": session.headless, "stealth": session.stealth,
                 "memory": session.memory,
-                "viewport": settings.get("viewport"), "location": settings.get("location"),
+                "viewport": settings.get("viewport") or DEFAULT_VIEWPORT, "location": settings.get("location"),
                 "start_url": settings.get("start_url"),
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],

@@ -21,6 +21,8 @@ from app.profiles.models import Profile
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
 
+# The viewport of a session created without one: what its record shows and what its pages measure.
+DEFAULT_VIEWPORT = {"width": 1920, "height": 1080, "refresh_rate": 25}
 # Why a session ended: the record's end_reason (a Lantern field beside deleted_at).
 ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
 # ...its browser host stopped heart-beating, restarted without it, or stopped; its browser failed to

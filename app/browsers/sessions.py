@@ -14,6 +14,7 @@ from peewee import JOIN, fn
 from app import streams
 from app.browsers.drivers import driver_named
 from app.browsers.models import (
+    DEFAULT_VIEWPORT,
     ENDED_BY_LAUNCH_FAILURE,
     ENDED_BY_REQUEST,
     ENDED_BY_TIMEOUT,
@@ -36,7 +37,6 @@ from app.streams import telemetry_buffers
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}
 DEFAULT_LOCATION = {"locale": "en-US", "timezone": "UTC"}
-DEFAULT_VIEWPORT = {"width": 1920, "height": 1080, "refresh_rate": 25}
 # Create-request options kept as given in BrowserSession.settings.
 SETTINGS_KEYS = ("chrome_policy", "gpu", "kiosk_mode", "location", "network", "proxy", "proxy_id", "start_url",
                  "tags", "telemetry", "vaults", "video_memory", "viewport", "driver")

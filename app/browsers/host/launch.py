@@ -296,7 +296,7 @@ class Browser:
                   for folder in options.extension_dirs]
         screen = None
         if not options.headless:
-            screen = _screen_for(options.viewport, chrome_height)
+            screen = screen_for(options.viewport, chrome_height)
             options = replace(options, display=":99")
         argv, env = command(binary, f"{sandbox.INSIDE_HOME}/user-data", replace(options, extension_dirs=inside),
                             chrome_height=chrome_height, sandboxed=True)
@@ -365,11 +365,12 @@ def _remove_stale_files(user_data):
         (user_data / name).unlink(missing_ok=True)
 
 
-def _screen_for(viewport, chrome_height):
-    """The X screen of a headful browser: DEFAULT_SCREEN, or larger to hold the window."""
+def screen_for(viewport, chrome_height=CHROME_HEIGHT):
+    """The X screen of a headful browser: DEFAULT_SCREEN, or larger than the window (a window as wide or
+    as high as its screen is made a pixel smaller: a 1920x1080 page on a 1920-wide screen measures 1919)."""
     if not viewport:
         return DEFAULT_SCREEN
-    return max(DEFAULT_SCREEN[0], viewport[0]), max(DEFAULT_SCREEN[1], viewport[1] + chrome_height)
+    return max(DEFAULT_SCREEN[0], viewport[0] + 1), max(DEFAULT_SCREEN[1], viewport[1] + chrome_height + 1)
 
 
 def _short_path_to(tmp):
@@ -518,9 +519,9 @@ def xvfb_available():
     return shutil.which("Xvfb") is not None
 
 
-def start_xvfb(workdir, *, first_display=99, timeout=10.0):
-    """Start `Xvfb :N` on the first free display number from `first_display`; (process, ":N").
-    Its output goes to workdir/xvfb.log; the caller stops it (process.terminate())."""
+def start_xvfb(workdir, *, screen=DEFAULT_SCREEN, first_display=99, timeout=10.0):
+    """Start `Xvfb :N` (a `screen` of (width, height)) on the first free display number from
+    `first_display`; (process, ":N"). Its output goes to workdir/xvfb.log; the caller stops it."""
     binary = shutil.which("Xvfb")
     if binary is None:
         raise LaunchError("Xvfb is not installed")
@@ -530,7 +531,8 @@ def start_xvfb(workdir, *, first_display=99, timeout=10.0):
         if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
             continue
         with open(workdir / "xvfb.log", "ab") as log_file:
-            process = subprocess.Popen([binary, f":{number}", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+            process = subprocess.Popen([binary, f":{number}", "-screen", "0", f"{screen[0]}x{screen[1]}x24",
+                                        "-nolisten", "tcp"],
                                        stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                        start_new_session=True)
         deadline = time.monotonic() + timeout

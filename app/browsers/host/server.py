@@ -283,10 +283,11 @@ class BrowserHostServer:
                                          allowed_hosts=body.get("allowed_hosts")).create()
         extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
         extension_dirs = [self._unpack(extensions / e["id"], e["zip"]) for e in body.get("extensions") or ()]
-        if hosted.box is None and not body.get("headless"):
-            hosted.xvfb, display = launch.start_xvfb(hosted.workdir)
-            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
         viewport = body.get("viewport")
+        if hosted.box is None and not body.get("headless"):
+            screen = launch.screen_for((viewport["width"], viewport["height"]) if viewport else None)
+            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=screen)
+            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
         location = body.get("location") or {}
         options = launch.LaunchOptions(
             headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
