@@ -65,6 +65,9 @@ SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.2", "10.0.2.3"
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
 ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
              "mime.types", "X11")
+# Read-only caches of the host that save every start work: without fontconfig's, each Chromium scans every
+# font again (a sandboxed start took 0.8 s instead of 0.35 s here).
+SHARED_CACHES = ("/var/cache/fontconfig",)
 # Written for each sandbox: its user, its loopback names, slirp4netns' DNS forwarder.
 ETC_GENERATED = ("passwd", "group", "hosts", "resolv.conf")
 BLOCKED_NETWORKS = (
@@ -277,9 +280,9 @@ class Sandbox:
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
                  "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
                  "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"]
-        for name in ETC_FILES:
-            if os.path.exists(f"/etc/{name}"):
-                inner += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        for path in (*(f"/etc/{name}" for name in ETC_FILES), *SHARED_CACHES):
+            if os.path.exists(path):
+                inner += ["--ro-bind", path, path]
         inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
         for option, outside, inside in mounts:
             inner += [option, str(outside), inside]
