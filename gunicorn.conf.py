@@ -3,9 +3,11 @@
 Workers are gevent workers with two changes that keep one client from stalling a
 worker or getting an answer no API client can read:
 - a request whose body the app answered without reading (a 401 or 413 before a
-  large upload) ends its connection instead of keeping it alive: gunicorn would
-  otherwise read and discard the rest of the body before the next request, which
-  blocks the worker for as long as the client cares to send;
+  large upload, a POST to a route that does not exist) ends its connection instead
+  of keeping it alive, and its answer says so (`Connection: close`, decided when the
+  app starts its answer): gunicorn would otherwise read and discard the rest of the
+  body before the next request, which blocks the worker for as long as the client
+  cares to send;
 - what gunicorn refuses before the app sees it (a request line past
   limit_request_line, headers past their limits, a malformed request) is answered
   with the API's JSON error body instead of an HTML page.
@@ -30,11 +32,16 @@ LINGER_SECONDS = 1.0
 
 
 class LanternWorker(GeventWorker):
+    def load_wsgi(self):
+        super().load_wsgi()
+        self.wsgi = _closing_when_body_unread(self.wsgi)
+
     def handle_request(self, listener_name, req, sock, addr):
-        super().handle_request(listener_name, req, sock, addr)
-        if _body_left_unread(req):
-            _linger(sock)
-            raise StopIteration("the app answered without reading the request body")
+        try:
+            super().handle_request(listener_name, req, sock, addr)  # StopIteration when it closes
+        finally:
+            if _body_left_unread(req.body):
+                _linger(sock)
 
     def handle_error(self, req, client, addr, exc):
         refusal = _refusal(exc)
@@ -63,8 +70,23 @@ def post_worker_init(worker):
     gc.freeze()
 
 
-def _body_left_unread(req):
-    reader = getattr(req.body, "reader", None)
+def _closing_when_body_unread(app):
+    """The WSGI app, whose answers to a request with an unread body close the connection. gunicorn passes
+    its Response's own start_response; the app's own Connection header it would drop (hop-by-hop)."""
+
+    def wsgi(environ, start_response):
+        def start(status, headers, exc_info=None):
+            if _body_left_unread(environ["wsgi.input"]):
+                start_response.__self__.force_close()  # the head then says Connection: close
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    return wsgi
+
+
+def _body_left_unread(body):
+    reader = getattr(body, "reader", None)
     if isinstance(reader, LengthReader):
         return reader.length > 0
     if isinstance(reader, ChunkedReader):

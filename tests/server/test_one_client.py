@@ -111,6 +111,24 @@ def test_a_read_body_keeps_the_connection_alive(server):
                 rest += len(chunk)
 
 
+def test_an_answer_that_ends_its_connection_says_so_and_the_next_request_goes_through(server):
+    """#26.2: the app answered without reading the body (no such route, 405, JSON sent to the multipart
+    /extensions); the connection closes, and its answer says Connection: close, so a client opens a new one
+    instead of failing its next request on the closed one."""
+    base_url, keys = server
+    headers = {"Authorization": f"Bearer {keys[0]}"}
+    with httpx.Client(base_url=base_url, headers=headers, timeout=10) as client:
+        for method, path in (("POST", "/no/such/route"), ("PUT", "/org/limits"), ("POST", "/extensions")):
+            answered = client.request(method, path, json={"name": "x" * 100})
+            assert answered.status_code in (404, 405, 400, 415), answered.text
+            assert answered.headers["connection"] == "close", (method, path)
+            assert client.get("/org/limits").status_code == 200  # on a new connection, not the closed one
+    with closing(connect(base_url)) as sock:  # and a read body keeps it alive, saying nothing of closing
+        sock.sendall(f"GET /org/limits HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {keys[0]}\r\n\r\n".encode())
+        status, head = read_head(sock)
+        assert status == 200 and b"Connection: close" not in head
+
+
 def test_an_overlong_request_line_is_json(server):
     base_url, keys = server
     headers = {"Authorization": f"Bearer {keys[0]}"}
