@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from flask import current_app
+
 from app import streams
 from app.browsers import logs, sessions, telemetry
 from app.browsers.models import BrowserSession
@@ -67,12 +69,14 @@ class SessionWatch:
 watch = SessionWatch()
 
 
-def _still_running(session, state):
-    """False once the session has ended; ends it first if it is past its idle deadline."""
+def _still_running(session, state, app):
+    """False once the session has ended; ends it first if it is past its idle deadline. Streams run after
+    their view returned, outside its app context: ending the session (which stops its browser, reading the
+    app's configuration) gets one of its own."""
     if state.ended:
         return False
     if clock.now() >= state.idle_deadline:
-        with db.connection_context():
+        with app.app_context(), db.connection_context():
             return not sessions.end_if_idle(session)
     return True
 
@@ -109,6 +113,7 @@ class _TelemetryReader(Reader):
     another process wrote: app/browsers/telemetry.py), and closes the stream once the session ended."""
 
     def __init__(self, session, cursor, types, poll_seconds):
+        self.app = current_app._get_current_object()  # Flask's documented way to keep the app beyond its context
         self.session, self.subject = session, session.telemetry_subject
         self.cursor, self.types, self.poll_seconds = cursor, types, poll_seconds
         self.skipped = False  # events filtered out since the last frame: the keepalive carries the cursor
@@ -125,7 +130,7 @@ class _TelemetryReader(Reader):
             frames.append(frame)
             self.skipped = False
         state = watch.state(self.session.id, max_age=0 if ended_here else self.poll_seconds)
-        if not _still_running(self.session, state):
+        if not _still_running(self.session, state, self.app):
             # Events that arrived before the end, then close; this worker's copies go too.
             with db.connection_context():
                 rest = telemetry.archived(self.session.id, self.cursor)
@@ -200,6 +205,7 @@ def follow_logs(session, *, source, log_name, follow=True, last_event_id=None, r
 
 class _LogReader(Reader):
     def __init__(self, session, source, log_name, cursor, follow, poll_seconds):
+        self.app = current_app._get_current_object()
         self.session, self.subject = session, session.logs_subject
         self.source, self.log_name = source, log_name
         self.cursor, self.follow, self.poll_seconds = cursor, follow, poll_seconds
@@ -216,7 +222,7 @@ class _LogReader(Reader):
         if not self.follow:
             return Batch(frames, DONE)
         state = watch.state(self.session.id, max_age=0 if ended_here else self.poll_seconds)
-        if not _still_running(self.session, state):
+        if not _still_running(self.session, state, self.app):
             with db.connection_context():
                 rest = logs.lines_after(self.session.id, self.source, self.log_name, self.cursor, 1)
             if rest:

@@ -13,13 +13,15 @@ from webargs.multidictproxy import MultiDictProxy
 from werkzeug import Response
 
 from app.core import dumping, strictjson
-from app.core.errors import ErrorSchema, bad_request, handle_http_exception
+from app.core.errors import ApiError, ErrorSchema, bad_request, handle_http_exception
 
 
 class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
     DEFAULT_VALIDATION_STATUS = 400
 
     def parse(self, argmap, req=None, *, location=None, validate=None, **kwargs):
+        if location in BODY_TYPES:
+            refuse_unreadable_body(location)
         if (location == "query" and validate is None and self.unknown is UNKNOWN_DEFAULT
                 and kwargs.get("unknown", UNKNOWN_DEFAULT) is UNKNOWN_DEFAULT):
             defaults = query_defaults(argmap)
@@ -75,6 +77,24 @@ class ArgumentsParser(ArgumentsMixin.ARGUMENTS_PARSER.__class__):
             raise bad_request(f"The request body {error}.") from None
 
 
+# What a body read from each location must be sent as; a body of any other type is never ignored.
+BODY_TYPES = {"json": ("application/json",), "form": ("multipart/form-data", "application/x-www-form-urlencoded"),
+              "files": ("multipart/form-data",)}
+
+
+def refuse_unreadable_body(location):
+    """415 unsupported_media_type for a body the endpoint cannot read as it was sent (a JSON body sent
+    without its Content-Type would otherwise be taken for no body at all, and the defaults applied)."""
+    expected = BODY_TYPES[location]
+    if request.mimetype in expected or location == "json" and is_json_request(request):
+        return
+    if not (request.content_length or "chunked" in request.headers.get("Transfer-Encoding", "").lower()):
+        return  # no body: nothing is ignored
+    sent = request.mimetype or "no Content-Type"
+    raise ApiError(415, "unsupported_media_type", f"This endpoint reads a body sent as {' or '.join(expected)}, "
+                   f"not {sent}: send it with Content-Type: {expected[0]}.")
+
+
 @functools.cache
 def multiple_keys(schema, known_multi_fields):
     """The query keys of `schema`'s fields that take several values (webargs' MultiDictProxy's rule)."""
@@ -123,6 +143,8 @@ class Blueprint(flask_smorest.Blueprint):
 
         def decorator(func):
             documented = document(func)
+            if location in BODY_TYPES:  # refuse_unreadable_body's answer
+                documented = self.alt_response(415, response="UNSUPPORTED_MEDIA_TYPE")(documented)
             if set(kwargs) & USE_ARGS_OPTIONS or inspect.iscoroutinefunction(func):
                 return documented
 

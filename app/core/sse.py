@@ -6,7 +6,7 @@ resumable frames carry `id:`; keepalives are comment lines, which the SDK ignore
 import select
 import socket
 
-from flask import Response, g, request, stream_with_context
+from flask import Response, g, request
 
 from app.core import clock, streamslots
 from app.core.dumping import ascii_json
@@ -59,9 +59,7 @@ def stream(frames):
     its slot is given back then.
     """
     slot = streamslots.admit(g.org.id if "org" in g else None)
-    # The frames are produced after the view returned: with the request's context kept around them, whatever
-    # a stream does (end a session that idled out, which stops its browser) sees the app as a request does.
-    response = Response(stream_with_context(_opened(frames, request.environ.get("gunicorn.socket"))),
+    response = Response(_opened(frames, request.environ.get("gunicorn.socket")),
                         mimetype="text/event-stream", headers=HEADERS)
     response.call_on_close(slot.release)  # also when the body is never iterated
     return response
