@@ -3,7 +3,6 @@
 Every data frame is one JSON document (the SDK json-decodes each frame);
 resumable frames carry `id:`; keepalives are comment lines, which the SDK ignores.
 """
-import select
 import socket
 
 from flask import Response, g, request
@@ -80,14 +79,21 @@ def _opened(frames, client):
 
 
 def _gone(client):
-    """True once the peer closed its side: readable with nothing to read."""
+    """True once the peer closed its side: readable with nothing to read. A non-blocking peek, not
+    select(), which refuses descriptors past 1023: a worker with a thousand streams open would have
+    taken every later one for gone and closed it without a word."""
     if client is None:
         return False
+    timeout = client.gettimeout()
+    client.settimeout(0.0)
     try:
-        readable, _, _ = select.select([client], [], [], 0)
-        return bool(readable) and not client.recv(1, socket.MSG_PEEK)
-    except (OSError, ValueError):
+        return not client.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False  # nothing to read: still there
+    except OSError:
         return True
+    finally:
+        client.settimeout(timeout)
 
 
 def last_event_id(request):

@@ -20,7 +20,7 @@ quietly and the listener reconnects every second; followers keep their own poll
 import json
 import logging
 import os
-import select
+import selectors
 import sqlite3
 import threading
 import time
@@ -115,18 +115,21 @@ class PostgresBus(Bus):
             connection.execute(f"LISTEN {CHANNEL}")
             self.connected.set()
             pgconn, quiet_since = connection.pgconn, time.monotonic()
-            while not self._stopping.is_set():
-                # select() is what gevent makes cooperative; the libpq calls below never block.
-                readable, _, _ = select.select([pgconn.socket], [], [], LISTEN_TICK_SECONDS)
-                if not readable:
-                    if time.monotonic() - quiet_since >= 30:
-                        connection.execute("SELECT 1")  # notices a connection that died quietly
-                        quiet_since = time.monotonic()
-                    continue
-                quiet_since = time.monotonic()
-                pgconn.consume_input()
-                while (notice := pgconn.notifies()) is not None:
-                    self._heard(notice.extra.decode())
+            # A selector (epoll), not select(), which refuses descriptors past 1023 (a worker with a
+            # thousand streams open has such numbers); gevent makes it cooperative. The libpq calls
+            # below never block.
+            with selectors.DefaultSelector() as selector:
+                selector.register(pgconn.socket, selectors.EVENT_READ)
+                while not self._stopping.is_set():
+                    if not selector.select(LISTEN_TICK_SECONDS):
+                        if time.monotonic() - quiet_since >= 30:
+                            connection.execute("SELECT 1")  # notices a connection that died quietly
+                            quiet_since = time.monotonic()
+                        continue
+                    quiet_since = time.monotonic()
+                    pgconn.consume_input()
+                    while (notice := pgconn.notifies()) is not None:
+                        self._heard(notice.extra.decode())
 
 
 class RedisBus(Bus):

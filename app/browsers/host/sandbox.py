@@ -41,7 +41,7 @@ import logging
 import os
 import pwd
 import re
-import select
+import selectors
 import shutil
 import signal
 import socket
@@ -365,8 +365,9 @@ def _remove_netns(name):
 
 
 def _read_with_deadline(fd, seconds):
-    ready, _, _ = select.select([fd], [], [], seconds)
-    return os.read(fd, 1) if ready else b""
+    with selectors.DefaultSelector() as selector:  # not select(): a busy host's descriptors pass 1023
+        selector.register(fd, selectors.EVENT_READ)
+        return os.read(fd, 1) if selector.select(seconds) else b""
 
 
 # -- the firewall -------------------------------------------------------------------------------
