@@ -61,8 +61,8 @@ def deployment(tmp_path_factory):
     port = free_port()
     with private_database(workdir) as database_url:
         env = server_env(database_url, workdir)
-        env.update(LANTERN_SSE_HEARTBEAT_SECONDS="1", LANTERN_PUBLIC_BASE_URL=f"http://127.0.0.1:{port}",
-                   LANTERN_BROWSER_DRIVER="host" if CHROMIUM else "external",
+        # No PUBLIC_BASE_URL: the records' URLs come from the Host nginx passes on, on a port other than 80.
+        env.update(LANTERN_SSE_HEARTBEAT_SECONDS="1", LANTERN_BROWSER_DRIVER="host" if CHROMIUM else "external",
                    LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "nginx", "--owner-email", "n@x.test").split()[-1]
