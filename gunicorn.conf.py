@@ -23,15 +23,27 @@ from gunicorn.http import errors
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.workers.ggevent import GeventWorker
 
+from app.core import shutdown
+
 # Longest request line (method, path and query) gunicorn reads: its maximum. Longer is 414.
 limit_request_line = 8190
 graceful_timeout = 30
+# How long a quick stop (Ctrl-C) lets requests in flight finish (a CDP relay is cut after it).
+QUICK_STOP_SECONDS = 1
 # How long a connection closed on an unread body reads on (and discards), so that the
 # close does not reset it before the client has read the answer.
 LINGER_SECONDS = 1.0
 
 
 class LanternWorker(GeventWorker):
+    def handle_quit(self, sig, frame):
+        """A quick stop (Ctrl-C, or the arbiter's SIGQUIT after one): the worker's loop ends as for SIGTERM,
+        open streams at once and what is left after QUICK_STOP_SECONDS cut. gunicorn's own exits with
+        sys.exit() from a greenlet, which gevent reports as a SystemExit traceback from every worker."""
+        shutdown.stopping.set()
+        self.cfg.set("graceful_timeout", QUICK_STOP_SECONDS)
+        self.alive = False
+
     def load_wsgi(self):
         super().load_wsgi()
         self.wsgi = _closing_when_body_unread(self.wsgi)

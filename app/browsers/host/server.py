@@ -33,6 +33,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -66,6 +67,9 @@ logger = logging.getLogger(__name__)
 # The supervisor_process names of a session's logs: Chromium's own output, and this host's lines about it.
 CHROMIUM_LOG = "chromium"
 HOST_LOG = "browser-host"
+# Lines of Chromium's output that are not served as its log (they stay in chromium.log on the host): a
+# sandbox has no D-Bus, and Chromium says so some thirty times at each start, as ERRORs that mean nothing.
+HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
 
 
 @dataclass
@@ -307,7 +311,8 @@ class BrowserHostServer:
                                      hosted, f"telemetry capture could not keep up: {total} events dropped so far",
                                      level=logging.WARNING)).start()
         hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.ingest(
-            hosted, logs.ingest, "supervisor", CHROMIUM_LOG, [{"message": line} for line in lines])).start()
+            hosted, logs.ingest, "supervisor", CHROMIUM_LOG,
+            [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)])).start()
         self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
                           f"{'headless' if options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
@@ -460,11 +465,15 @@ class ControlHandler(BaseHTTPRequestHandler):
 
     def answer(self, status, body):
         data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the caller left (gave up waiting): nothing to tell
+            logger.debug("%s left before its answer (%s) was written", self.address_string(), status)
+            self.close_connection = True
 
     def route(self):
         path = urlsplit(self.path)

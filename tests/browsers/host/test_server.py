@@ -35,3 +35,21 @@ def test_a_stop_while_the_browser_starts_ends_it_once_started(make_app, tmp_path
     proceed.set()
     starter.join(10)
     assert answers[0][0] == 503 and browser.stopped and "s1" not in server.hosted
+
+
+def test_an_answer_to_a_caller_that_left_is_dropped_without_a_traceback():
+    """#26.7: a worker that gave up waiting (its socket closed) must not make the host print a traceback."""
+    from app.browsers.host.server import ControlHandler
+
+    class Gone:
+        def write(self, data):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    handler = ControlHandler.__new__(ControlHandler)
+    handler.wfile, handler.request_version, handler.requestline = Gone(), "HTTP/1.1", "POST /sessions HTTP/1.1"
+    handler.client_address, handler.command, handler.close_connection = ("127.0.0.1", 1), "POST", False
+    handler.answer(201, {"pid": 1})  # raises nothing
+    assert handler.close_connection

@@ -1,0 +1,30 @@
+"""#26.7: Ctrl-C stops gunicorn without a traceback from its workers, and quickly, open streams included."""
+import os
+import re
+import signal
+import time
+
+import httpx
+
+from tests.live_server import serve_with_organization
+
+
+def test_ctrl_c_stops_every_worker_quietly_and_quickly(tmp_path):
+    with serve_with_organization(tmp_path, "ctrl-c", workers=2) as served:
+        session = httpx.post(f"{served.base_url}/browsers", json={},
+                             headers={"Authorization": f"Bearer {served.api_key}"}).json()["session_id"]
+        master = int(re.search(r"Listening at: \S+ \((\d+)\)", served.log_path.read_text()).group(1))
+        with httpx.stream("GET", f"{served.base_url}/browsers/{session}/telemetry/stream", timeout=30,
+                          headers={"Authorization": f"Bearer {served.api_key}"}) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": stream open"
+            began = time.monotonic()
+            os.kill(master, signal.SIGINT)  # what a terminal's Ctrl-C gives it (and, through it, the workers)
+            for _ in lines:
+                pass  # the stream ends
+        deadline = time.monotonic() + 10
+        while "Shutting down: Master" not in served.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = served.log_path.read_text()
+        assert "Shutting down: Master" in log and time.monotonic() - began < 5
+        assert "Traceback" not in log and "SystemExit" not in log, log
