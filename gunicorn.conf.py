@@ -61,7 +61,8 @@ class LanternWorker(GeventWorker):
             return super().handle_error(req, client, addr, exc)
         status, reason, code, message = refusal
         self.log.warning("Refused request from ip=%s: %s %s", (addr or ("",))[0], status, exc)
-        body = json.dumps({"code": code, "message": message, "details": []}).encode()
+        # As the app writes its bodies (docs/api.md): compact, keys sorted, one newline at the end.
+        body = json.dumps({"code": code, "details": [], "message": message}, separators=(",", ":")).encode() + b"\n"
         head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         try:

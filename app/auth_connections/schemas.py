@@ -4,7 +4,7 @@ from flask import current_app
 from marshmallow import validate
 
 from app.browsers.schemas import REGIONS, ProxyRef, TelemetryConfig
-from app.core.fields import JsonBoolean, JsonInteger
+from app.core.fields import Choice, JsonBoolean, JsonInteger
 from app.core.paging import PageArgsSchema
 from app.profiles.schemas import PROFILE_NAME
 
@@ -14,7 +14,7 @@ HOST = validate.Regexp(r"^(\*\.)?[A-Za-z0-9.-]{1,253}(:\d{1,5})?$", error="Not a
 
 class BrowserConfig(ma.Schema):
     proxy = ma.fields.Nested(ProxyRef)
-    region = ma.fields.String(validate=validate.OneOf(REGIONS))
+    region = Choice(REGIONS)
     stealth = JsonBoolean()
     telemetry = ma.fields.Nested(TelemetryConfig, allow_none=True)
 
@@ -89,7 +89,7 @@ class LoginSchema(ma.Schema):
     browser_telemetry = ma.fields.Nested(TelemetryConfig, allow_none=True, metadata={"deprecated": True})
     proxy = ma.fields.Nested(ProxyRef, metadata={"deprecated": True})
     record_session = JsonBoolean()
-    skill_mode = ma.fields.String(validate=validate.OneOf(["enabled", "disabled"]))
+    skill_mode = Choice(["enabled", "disabled"])
 
 
 class LoginResponseSchema(ma.Schema):
@@ -155,7 +155,7 @@ class ConnectionSchema(ma.Schema):
 
 
 class TimelineArgsSchema(PageArgsSchema):
-    type = ma.fields.String(validate=validate.OneOf(["login", "reauth", "health_check"]))
+    type = Choice(["login", "reauth", "health_check"])
 
 
 class TimelineEventSchema(ma.Schema):

@@ -10,7 +10,7 @@ from marshmallow import validate
 from app.browsers.models import END_REASONS
 from app.browsers.telemetry_types import CATEGORIES, CDP_METHODS, validate_event
 from app.core import clock
-from app.core.fields import JsonBoolean, JsonInteger, PathName
+from app.core.fields import Choice, JsonBoolean, JsonInteger, PathName
 from app.core.paging import MAX_INT64, PageArgsSchema
 from app.core.timewindow import TimePoint
 from app.invocations.schemas import LogLineSchema
@@ -53,7 +53,7 @@ class ProfileRef(Ref):
 class ProxyRef(ma.Schema):
     id = ma.fields.String(validate=validate.Length(1, 255))
     name = ma.fields.String(validate=validate.Length(1, 255))
-    mode = ma.fields.String(validate=validate.OneOf(["direct", "default"]))
+    mode = Choice(["direct", "default"])
 
 
 def timezone_name(value):
@@ -105,7 +105,7 @@ class CategorySwitch(ma.Schema):
 
 
 class CdpControl(ma.Schema):
-    excluded_methods = ma.fields.List(ma.fields.String(validate=validate.OneOf(CDP_METHODS)))
+    excluded_methods = ma.fields.List(Choice(CDP_METHODS))
 
 
 class ControlSwitch(CategorySwitch):
@@ -176,7 +176,7 @@ ENDPOINT_URL = {"pattern": r"^(wss?|https?)://[A-Za-z0-9.:_~-]+([/?#]\S*)?$"}
 class DriverSettings(ma.Schema):
     """Lantern: where the external browser listens, when configuration does not say."""
 
-    kind = ma.fields.String(validate=validate.OneOf(["external"]))
+    kind = Choice(["external"])
     cdp_ws_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
     webdriver_ws_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
     live_view_url = ma.fields.String(validate=websocket_or_http_url, metadata=ENDPOINT_URL)
@@ -206,13 +206,13 @@ class BrowserCreateSchema(ma.Schema):
     invocation_id = ma.fields.String(validate=validate.Length(1, 255))
     kiosk_mode = JsonBoolean(load_default=False)
     location = ma.fields.Nested(Location)
-    memory = ma.fields.String(validate=validate.OneOf(HEADLESS_MEMORY + HEADFUL_MEMORY))
+    memory = Choice(HEADLESS_MEMORY + HEADFUL_MEMORY)
     name = PathName()
     network = ma.fields.Nested(Network)
     profile = ma.fields.Nested(ProfileRef)
     proxy = ma.fields.Nested(ProxyRef)
     proxy_id = ma.fields.String(validate=validate.Length(1, 255), metadata={"deprecated": True})
-    region = ma.fields.String(load_default="us-east", validate=validate.OneOf(REGIONS))
+    region = Choice(REGIONS, load_default="us-east")
     start_url = StartUrl
     stealth = JsonBoolean(load_default=False)
     tags = Tags
@@ -220,7 +220,7 @@ class BrowserCreateSchema(ma.Schema):
     timeout_seconds = JsonInteger(load_default=60, validate=validate.Range(10, MAX_TIMEOUT_SECONDS),
                                   metadata={"description": "inactivity timeout, 10..259200 s"})
     vaults = ma.fields.List(ma.fields.Nested(ExactlyOneRef), validate=validate.Length(max=20))
-    video_memory = ma.fields.String(validate=validate.OneOf(VIDEO_MEMORY))
+    video_memory = Choice(VIDEO_MEMORY)
     viewport = ma.fields.Nested(Viewport)
     driver = ma.fields.Nested(DriverSettings, metadata={"description": "Lantern: the external driver's endpoints"})
 
@@ -310,8 +310,8 @@ class BrowserSchema(ma.Schema):
 class BrowserListArgsSchema(PageArgsSchema):
     query = ma.fields.String(metadata={"description": "substring of the name; exact session or profile id; "
                                                       "exact profile name"})
-    region = ma.fields.String(validate=validate.OneOf(REGIONS))
-    status = ma.fields.String(validate=validate.OneOf(["active", "deleted", "all"]))
+    region = Choice(REGIONS)
+    status = Choice(["active", "deleted", "all"])
     include_deleted = ma.fields.Boolean(metadata={"deprecated": True, "description": "true: status=all"})
 
 
@@ -329,7 +329,7 @@ class CommaSeparated(ma.fields.List):
     """Repeated parameters and one comma-joined value alike (`category=a,b` or `category=a&category=b`)."""
 
     def __init__(self, choices=None, **kwargs):
-        inner = ma.fields.String(validate=validate.OneOf(choices)) if choices else ma.fields.String()
+        inner = Choice(choices) if choices else ma.fields.String()
         super().__init__(inner, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -348,7 +348,7 @@ class TelemetryEventsArgsSchema(ma.Schema):
                                                         "0 is no cursor"})
     category = CommaSeparated(CATEGORIES)
     type = CommaSeparated()
-    order = ma.fields.String(load_default="asc", validate=validate.OneOf(["asc", "desc"]))
+    order = Choice(["asc", "desc"], load_default="asc")
 
     @ma.validates_schema
     def desc_has_no_since(self, data, **kwargs):
@@ -397,7 +397,7 @@ class TelemetryAcceptedSchema(ma.Schema):
 
 
 class LogSourceSchema(ma.Schema):
-    source = ma.fields.String(required=True, validate=validate.OneOf(["path", "supervisor"]))
+    source = Choice(["path", "supervisor"], required=True)
     path = ma.fields.String(validate=validate.Length(1, 1024))
     supervisor_process = ma.fields.String(validate=validate.Length(1, 255))
 

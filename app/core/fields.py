@@ -77,3 +77,14 @@ class JsonBoolean(ma.fields.Boolean):
 
     def __init__(self, **kwargs):
         super().__init__(truthy={True}, falsy={False}, **kwargs)
+
+
+class Choice(ma.fields.String):
+    """A string out of `choices`. Anything else, a value of another type included, is refused with a message
+    naming them: String alone answers `"memory": 3` with "Not a valid string." and nothing more."""
+
+    def __init__(self, choices, *, error=None, **kwargs):
+        choices = list(choices)
+        message = error or f"Must be one of: {', '.join(choices)}."
+        super().__init__(validate=ma.validate.OneOf(choices, error=message), **kwargs)
+        self.error_messages = {**self.error_messages, "invalid": message}

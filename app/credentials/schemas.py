@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import JsonBoolean, JsonInteger, Name, PathName, UtcDateTime
+from app.core.fields import Choice, JsonBoolean, JsonInteger, Name, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.core.text import host_of
 from app.credentials import totp
@@ -52,7 +52,7 @@ def values_field(**kwargs):
 
 class TotpInputSchema(ma.Schema):
     totp_secret = ma.fields.String(metadata={"description": "base32 (16-128 characters) or an otpauth://totp/ URI"})
-    totp_algorithm = ma.fields.String(validate=validate.OneOf(list(totp.ALGORITHMS)))
+    totp_algorithm = Choice(list(totp.ALGORITHMS))
     totp_digits = JsonInteger(validate=validate.Range(*totp.DIGITS_RANGE))
     totp_period = JsonInteger(validate=validate.Range(*totp.PERIOD_RANGE))
 
@@ -126,8 +126,8 @@ class ProviderToken(ma.fields.String):
 
 class CredentialProviderCreateSchema(ma.Schema):
     name = Name(required=True)
-    provider_type = ma.fields.String(required=True, validate=validate.OneOf(
-        PROVIDER_TYPES, error="provider_type must be one of: " + ", ".join(PROVIDER_TYPES) + "."))
+    provider_type = Choice(
+        PROVIDER_TYPES, error="provider_type must be one of: " + ", ".join(PROVIDER_TYPES) + ".", required=True)
     token = ProviderToken(required=True)
     url = ProviderUrl(allow_none=True)
     cache_ttl_seconds = JsonInteger(validate=validate.Range(0, 86400))

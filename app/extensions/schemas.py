@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask_smorest.fields import Upload
 from marshmallow import validate
 
-from app.core.fields import PathName, UtcDateTime
+from app.core.fields import Choice, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
 
 
@@ -54,4 +54,4 @@ class ChromeStoreArgsSchema(ma.Schema):
                            metadata={"description": "Chrome Web Store URL of the extension "
                                                     "(…/detail/<name>/<32-letter id>), or its id",
                                      "pattern": STORE_URL})
-    os = ma.fields.String(load_default="linux", validate=validate.OneOf(["win", "mac", "linux"]))
+    os = Choice(["win", "mac", "linux"], load_default="linux")

@@ -3,7 +3,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from app.core import strictjson
-from app.core.fields import JsonBoolean, JsonInteger, UtcDateTime
+from app.core.fields import Choice, JsonBoolean, JsonInteger, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.core.timewindow import TimePoint
 from app.invocations.models import FAILED, QUEUED, RUNNING, SUCCEEDED
@@ -50,8 +50,7 @@ class InvocationCreateSchema(ma.Schema):
 
 
 class InvocationUpdateSchema(ma.Schema):
-    status = ma.fields.String(validate=validate.OneOf([RUNNING, SUCCEEDED, FAILED]),
-                              metadata={"description": "failed cancels; running is for the worker"})
+    status = Choice([RUNNING, SUCCEEDED, FAILED], metadata={"description": "failed cancels; running is for the worker"})
     output = ma.fields.String(validate=json_text, metadata={"description": "a JSON document as a string"})
     status_reason = ma.fields.String(validate=validate.Length(1, 2000),
                                      metadata={"description": "Lantern: why it failed (default: cancelled)"})
@@ -69,7 +68,7 @@ class InvocationListArgsSchema(PageArgsSchema):
     action_name = ma.fields.String()
     version = ma.fields.String()
     deployment_id = ma.fields.String(metadata={"description": "Lantern runs no deployments: matches nothing"})
-    status = ma.fields.String(validate=validate.OneOf(STATUSES))
+    status = Choice(STATUSES)
     query = ma.fields.String(metadata={"description": "substring of app or action name; exact id"})
     since = TimePoint(metadata={"description": "RFC 3339 or a duration like 5m: invocations started since"})
 

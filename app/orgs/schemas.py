@@ -3,7 +3,7 @@ import marshmallow as ma
 from marshmallow import validate
 
 from app.core import clock
-from app.core.fields import JsonInteger, Name, UtcDateTime
+from app.core.fields import Choice, JsonInteger, Name, UtcDateTime
 from app.core.paging import PageArgsSchema
 
 
@@ -70,10 +70,10 @@ class ApiKeyRotateSchema(ma.Schema):
 class ApiKeyListArgsSchema(PageArgsSchema):
     name = ma.fields.String(metadata={"description": "exact name, case- and accent-insensitive"})
     query = ma.fields.String(metadata={"description": "substring of name, creator or project; exact id or masked key"})
-    status = ma.fields.String(load_default="active", validate=validate.OneOf(["active", "deleted", "all"]))
+    status = Choice(["active", "deleted", "all"], load_default="active")
     include_deleted = ma.fields.Boolean(metadata={"description": "deprecated alias of status=all"})
-    sort_by = ma.fields.String(load_default="created_at", validate=validate.OneOf(["created_at", "name", "expires_at"]))
-    sort_direction = ma.fields.String(load_default="desc", validate=validate.OneOf(["asc", "desc"]))
+    sort_by = Choice(["created_at", "name", "expires_at"], load_default="created_at")
+    sort_direction = Choice(["asc", "desc"], load_default="desc")
 
 
 class ApiKeyGetArgsSchema(ma.Schema):

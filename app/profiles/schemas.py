@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import UtcDateTime
+from app.core.fields import Choice, UtcDateTime
 from app.core.paging import PageArgsSchema
 
 # The rule a browser session's `profile.name` follows, so every name is usable there.
@@ -32,6 +32,5 @@ class ProfileListArgsSchema(PageArgsSchema):
 
 
 class ProfileDownloadArgsSchema(ma.Schema):
-    format = ma.fields.String(validate=validate.OneOf(["tar.zst", "tar"]),
-                              metadata={"description": "accepted for compatibility; Lantern profiles are "
+    format = Choice(["tar.zst", "tar"], metadata={"description": "accepted for compatibility; Lantern profiles are "
                                                        "JSON storage states and always download as JSON"})

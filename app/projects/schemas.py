@@ -2,7 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import JsonInteger, PathName, UtcDateTime
+from app.core.fields import Choice, JsonInteger, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
 from app.projects.models import ACTIVE, ARCHIVED
 
@@ -27,7 +27,7 @@ class ProjectCreateSchema(ma.Schema):
 
 class ProjectUpdateSchema(ma.Schema):
     name = ProjectName()
-    status = ma.fields.String(validate=validate.OneOf([ACTIVE, ARCHIVED]))
+    status = Choice([ACTIVE, ARCHIVED])
 
 
 class ProjectListArgsSchema(PageArgsSchema):

@@ -445,6 +445,23 @@ def test_without_a_live_browser_host_creates_are_503_saying_what_to_start(make_a
     assert body["code"] == "no_browser_host" and "flask --app app browsers host" in body["message"]
 
 
+def test_a_host_that_died_but_still_looks_live_gives_no_browser_host_not_a_failed_start(make_app, make_org):
+    """#26.8: in the seconds before a dead host's heartbeat runs out, a create placed on it is told there is
+    no browser host (not browser_start_failed), and the session it began is ended."""
+    from app.browsers.models import BrowserHost
+
+    app = make_app(BROWSER_DRIVER="host")
+    with app.app_context(), db.connection_context():
+        BrowserHost.create(name="dead", address="http://127.0.0.1:1", capacity=2, headful=True,
+                           started_at=clock.now(), heartbeat_at=clock.now())
+    client = client_for(app, make_org().plaintext)
+    response = client.post("/browsers", json={"headless": True})
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    assert response.get_json()["code"] == "no_browser_host" and "did not answer" in response.get_json()["message"]
+    ended = client.get("/browsers?status=deleted").get_json()
+    assert [session["end_reason"] for session in ended] == ["launch_failed"]
+
+
 def test_cdp_urls_follow_the_public_base_url(make_app):
     app = make_app(PUBLIC_BASE_URL="https://lantern.example.com/")
     with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):

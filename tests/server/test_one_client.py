@@ -4,6 +4,7 @@ One worker with few connections, so the caps are small enough to reach: each
 worker admits 40 streams (50 connections less 10 kept for ordinary requests), and
 one organization 25 of them.
 """
+import json
 import socket
 import threading
 import time
@@ -74,10 +75,11 @@ def keep_sending(sock, outcome):
 
 def test_an_unread_body_ends_its_connection_instead_of_being_drained(server):
     base_url, keys = server
-    for path, headers, code in (("/org/projects", "", "unauthorized"),
-                                ("/extensions", f"Authorization: Bearer {keys[0]}\r\n", "payload_too_large")):
+    upload = f"Authorization: Bearer {keys[0]}\r\nContent-Type: multipart/form-data; boundary=x\r\n"
+    for path, headers, code in (("/org/projects", "Content-Type: application/json\r\n", "unauthorized"),
+                                ("/extensions", upload, "payload_too_large")):
         with closing(connect(base_url)) as sock:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Type: application/json\r\n"
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}"
                          f"Content-Length: 10485760000\r\n\r\n".encode() + b"x" * 65536)
             status, head = read_head(sock)
             assert status in (401, 413) and f'"code":"{code}"'.encode() in head + sock.recv(4096)
@@ -138,6 +140,8 @@ def test_an_overlong_request_line_is_json(server):
     assert refused.status_code == 414
     assert refused.headers["content-type"] == "application/json"
     assert refused.json()["code"] == "uri_too_long" and "8190" in refused.json()["message"]
+    # Written as every other body is (docs/api.md): compact, keys sorted, one newline at the end.
+    assert refused.text == json.dumps(refused.json(), separators=(",", ":"), sort_keys=True) + "\n"
 
 
 def open_stream(base_url, key, invocation_id):
