@@ -23,8 +23,6 @@ from gunicorn.http import errors
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.workers.ggevent import GeventWorker
 
-from app.core import shutdown
-
 # Longest request line (method, path and query) gunicorn reads: its maximum. Longer is 414.
 limit_request_line = 8190
 graceful_timeout = 30
@@ -40,6 +38,8 @@ class LanternWorker(GeventWorker):
         """A quick stop (Ctrl-C, or the arbiter's SIGQUIT after one): the worker's loop ends as for SIGTERM,
         open streams at once and what is left after QUICK_STOP_SECONDS cut. gunicorn's own exits with
         sys.exit() from a greenlet, which gevent reports as a SystemExit traceback from every worker."""
+        from app.core import shutdown  # (not at the top: the app is imported only once gevent patched the worker)
+
         shutdown.stopping.set()
         self.cfg.set("graceful_timeout", QUICK_STOP_SECONDS)
         self.alive = False
@@ -50,10 +50,11 @@ class LanternWorker(GeventWorker):
 
     def handle_request(self, listener_name, req, sock, addr):
         try:
-            super().handle_request(listener_name, req, sock, addr)  # StopIteration when it closes
-        finally:
+            super().handle_request(listener_name, req, sock, addr)
+        except StopIteration:  # the connection ends: an answer to an unread body lingers first
             if _body_left_unread(req.body):
                 _linger(sock)
+            raise
 
     def handle_error(self, req, client, addr, exc):
         refusal = _refusal(exc)

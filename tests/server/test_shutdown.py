@@ -28,3 +28,18 @@ def test_ctrl_c_stops_every_worker_quietly_and_quickly(tmp_path):
         log = served.log_path.read_text()
         assert "Shutting down: Master" in log and time.monotonic() - began < 5
         assert "Traceback" not in log and "SystemExit" not in log, log
+
+
+def test_gunicorns_configuration_imports_nothing_of_the_app():
+    """The app may only be imported once gevent patched the worker (as --preload would, an import in the
+    configuration module would give every greenlet of a worker one database connection state)."""
+    import subprocess
+    import sys
+
+    from tests.live_server import ROOT
+
+    check = ("import runpy, sys; runpy.run_path('gunicorn.conf.py'); "
+             "loaded = sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')); "
+             "assert not loaded, loaded")
+    result = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
