@@ -77,15 +77,15 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 
 # The API (gunicorn) and a browser host beside it; Ctrl-C stops both (the host stops its browsers).
 # A host that dies is started again (its sessions end host_restarted) while the API goes on serving;
-# one that cannot take its port (exit status 3, said in one line) is not.
+# one that was stopped (exit status 0) or cannot take its port (3, said in one line) is not.
 run: install browser-packages
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
 	@$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app & app=$$!; \
-	( trap 'exit 0' INT TERM; while kill -0 $$app 2>/dev/null; do \
-		$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT); status=$$?; \
-		[ $$status = 3 ] && exit 3; kill -0 $$app 2>/dev/null || exit 0; \
+	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; while kill -0 $$app 2>/dev/null; do \
+		$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT) & child=$$!; wait $$child; status=$$?; \
+		case $$status in 0|3) exit $$status;; esac; kill -0 $$app 2>/dev/null || exit 0; \
 		echo "The browser host stopped (exit status $$status); starting a new one: its sessions end host_restarted."; \
 		sleep 1; \
 	done ) & host=$$!; \

@@ -63,7 +63,7 @@ def host_command(bind, advertise, name, capacity):
         if error.errno != errno.EADDRINUSE:
             raise
         click.echo(f"The browser host cannot listen on {bind}: the port is taken. Stop what uses it, or choose "
-                   f"another port: make run BROWSER_HOST_PORT=8791 (or --bind).", err=True)
+                   f"another port: make run BROWSER_HOST_PORT={int(port) + 1} (or --bind).", err=True)
         sys.exit(PORT_TAKEN)
 
 

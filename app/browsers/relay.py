@@ -18,11 +18,12 @@ from urllib.parse import urlsplit
 from flask import Response, request
 
 from app.browsers import hosts
+from app.browsers.host.cdp import DevTools
 from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
-from app.core.splice import connect_unix, splice, upgrade_request
+from app.core.splice import splice, upgrade_request
 
 HANDSHAKE_LIMIT = 64 * 1024
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -39,9 +40,10 @@ def relay(session, target_path=""):
                                                      "this server cannot take over the connection.")
     slot = streamslots.admit(session.project.org_id)
     host = session.host
-    local = urlsplit(host.address).hostname in LOOPBACK
     try:
-        upstream = _open_local(session, target_path) if local else _open_through_host(session, target_path)
+        # Straight to Chromium (then the host is told of the client; its own relay sees it otherwise).
+        direct = _open_direct(session, target_path) if urlsplit(host.address).hostname in LOOPBACK else None
+        upstream = direct or _open_through_host(session, target_path)
     except BaseException:
         slot.release()
         raise
@@ -55,12 +57,12 @@ def relay(session, target_path=""):
         client.sendall(answer)
         if answer.startswith(b"HTTP/1.1 101"):
             connection_id = new_id()
-            if local:
+            if direct:
                 _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id, "worker_pid": os.getpid()})
             try:
                 splice(client, upstream)
             finally:
-                if local:
+                if direct:
                     _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id})
     finally:
         upstream.close()
@@ -75,17 +77,23 @@ def _open_through_host(session, target_path):
                       [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"], session)
 
 
-def _open_local(session, target_path):
-    """Straight to the browser's DevTools: its sandbox's Unix socket, or its port without a sandbox."""
+def _open_direct(session, target_path):
+    """Straight to the browser's DevTools of a host on this machine: its sandbox's Unix socket, or its port
+    without a sandbox; None when this worker may not open the socket (only root may: it goes through the
+    host's relay then)."""
     try:
         endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
     except hosts.HostError:
         raise _unreachable(session) from None
-    if endpoint.get("socket"):
-        return _handshake(lambda: connect_unix(endpoint["socket"], 10), target_path or endpoint["browser_path"],
-                          ["Host: localhost"], session)
-    return _handshake(lambda: socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=10),
-                      target_path or endpoint["browser_path"], [f"Host: 127.0.0.1:{endpoint['port']}"], session)
+    devtools = DevTools(endpoint["browser_path"], socket_path=endpoint.get("socket"), owner=endpoint.get("owner"),
+                        port=endpoint.get("port"))
+    try:
+        upstream = devtools.connect(timeout=10)
+    except PermissionError:
+        return None
+    except OSError:
+        raise _unreachable(session) from None
+    return _handshake(lambda: upstream, target_path or devtools.browser_path, [f"Host: {devtools.host}"], session)
 
 
 def _handshake(connect, path, headers, session):

@@ -6,6 +6,7 @@ recv/send pairs per message and no parsing.
 """
 import os
 import socket
+import stat
 import threading
 
 CHUNK = 256 * 1024
@@ -21,24 +22,26 @@ def upgrade_request(path, headers, incoming):
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def connect_unix(path, timeout):
-    """A stream socket connected to the Unix socket at `path`. A socket's path holds 107 bytes at most, and
-    a browser host's folders can be deeper: a longer one is reached through its folder's descriptor."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
+def connect_unix(path, timeout, *, owner=None):
+    """A stream socket connected to the Unix socket at `path`, which must be a socket (of user `owner`
+    when given) and no link: a sandbox that can write the socket's folder could otherwise point whoever
+    connects, as root, at any socket of the host. It is opened without following a link and reached
+    through its descriptor (which also lifts the 107 bytes a socket's path may hold)."""
+    node = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if len(os.fsencode(path)) < 100:
-            sock.connect(path)
-        else:
-            folder = os.open(os.path.dirname(path), os.O_PATH)
-            try:
-                sock.connect(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
-            finally:
-                os.close(folder)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+        found = os.fstat(node)
+        if not stat.S_ISSOCK(found.st_mode) or (owner is not None and found.st_uid != owner):
+            raise ConnectionRefusedError(f"{path} is not a socket of user {owner}")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(f"/proc/self/fd/{node}")
+        except OSError:
+            sock.close()
+            raise
+        return sock
+    finally:
+        os.close(node)
 
 
 def splice(client, upstream):

@@ -90,6 +90,8 @@ def _gone(client):
         return not client.recv(1, socket.MSG_PEEK)
     except BlockingIOError:
         return False  # nothing to read: still there
+    except ValueError:
+        return False  # a TLS socket takes no flags: a client that left is noticed at the next write
     except OSError:
         return True
     finally:

@@ -48,6 +48,7 @@ class DevTools:
     browser_path: str  # /devtools/browser/<uuid>
     socket_path: str | None = None
     port: int | None = None
+    owner: int | None = None  # the user the socket must belong to (its sandbox's)
 
     @property
     def host(self):
@@ -59,7 +60,7 @@ class DevTools:
 
     def connect(self, timeout=10.0):
         if self.socket_path:
-            return connect_unix(self.socket_path, timeout)
+            return connect_unix(self.socket_path, timeout, owner=self.owner)
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
     def get_json(self, path, timeout=10.0):

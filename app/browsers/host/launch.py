@@ -308,7 +308,7 @@ class Browser:
                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)
         try:
             devtools = _wait_for_devtools(process, time.monotonic() + timeout,
-                                          lambda: _on_socket(box.devtools_socket()))
+                                          lambda: _on_socket(box.devtools_socket(), box.policy.ids()[0]))
         except LaunchError as error:
             box.cgroup.kill(0)
             process.wait()
@@ -335,7 +335,7 @@ class Browser:
         the exit status. Idempotent."""
         if self.box is not None:
             self.box.cgroup.kill(grace)
-            return self.process.wait()
+            return self.process.wait(timeout=sandbox.KILL_SECONDS)  # its whole cgroup is gone: bwrap too
         if self.process.poll() is None:
             _signal_group(self.pid, signal.SIGTERM)
             try:
@@ -491,13 +491,15 @@ def _on_port(user_data):
     return devtools if _answers(devtools) else None
 
 
-def _on_socket(socket_path):
-    """Chromium's DevTools behind a sandbox's socket, once /json/version answers there (with the browser's path)."""
+def _on_socket(socket_path, owner):
+    """Chromium's DevTools behind a sandbox's socket (of user `owner`), once /json/version answers there
+    (with the browser's path)."""
+    devtools = DevTools("", socket_path=socket_path, owner=owner)
     try:
-        url = DevTools("", socket_path=socket_path).get_json("/json/version", timeout=1)["webSocketDebuggerUrl"]
+        url = devtools.get_json("/json/version", timeout=1)["webSocketDebuggerUrl"]
     except (OSError, ValueError, KeyError):
         return None
-    return DevTools(urlsplit(url).path, socket_path=socket_path)
+    return replace(devtools, browser_path=urlsplit(url).path)
 
 
 def _answers(devtools):

@@ -54,14 +54,14 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "ip": "iproute2", "nft": "nftables",
-         "slirp4netns": "slirp4netns", "socat": "socat"}
+         "slirp4netns": "slirp4netns", "socat": "socat", "sysctl": "procps"}
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
 DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
 # slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
-SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.2", "10.0.2.3"
+SLIRP_NETWORK, SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.0/24", "10.0.2.2", "10.0.2.3"
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
 ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
              "mime.types", "X11")
@@ -153,12 +153,15 @@ def probe(policy):
     except OSError as error:
         missing.append(f"cgroups: the memory and pids controllers are not writable here ({error})")
     uid, gid = policy.ids()
-    policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
-    trial = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "bwrap",
-                            "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib",
-                            "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-                            "--ro-bind", str(policy.root), "/mnt", "/usr/bin/true"],
-                           capture_output=True, text=True, timeout=30, check=False)
+    try:
+        policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        trial = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "bwrap",
+                                "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib",
+                                "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
+                                "--ro-bind", str(policy.root), "/mnt", "/usr/bin/true"],
+                               capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as error:
+        return [*missing, f"trying a sandbox failed: {error}"]
     if trial.returncode != 0:
         missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user} with "
                        f"BROWSER_SANDBOX_DIR {policy.root} in it: {trial.stderr.strip() or trial.returncode} "
@@ -193,7 +196,7 @@ class Sandbox:
             self._make_folders()
             self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max)
             self._make_network()
-        except (OSError, subprocess.SubprocessError, ValueError) as error:
+        except (OSError, subprocess.SubprocessError, ValueError, SandboxError) as error:
             self.destroy()
             raise SandboxError(f"setting up the sandbox failed: {error}") from None
         return self
@@ -202,8 +205,10 @@ class Sandbox:
         """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go.
         Idempotent; the workdir itself is the caller's to remove."""
         self.cgroup.kill(grace)
-        if self._slirp is not None:
+        if self._slirp_exit is not None:
             os.close(self._slirp_exit)  # slirp4netns exits when this end closes
+            self._slirp_exit = None
+        if self._slirp is not None:
             try:
                 self._slirp.wait(timeout=KILL_SECONDS)
             except subprocess.TimeoutExpired:
@@ -239,16 +244,20 @@ class Sandbox:
         self._in_netns(["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"])  # 127.0.0.1:PORT -> gateway
         self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
         ready_read, ready_write = os.pipe()
-        exit_read, exit_write = os.pipe()
-        self._slirp_exit = exit_write
-        with open(self.workdir / "slirp4netns.log", "ab") as out:
-            self._slirp = subprocess.Popen(
-                ["slirp4netns", "--configure", "--mtu=65520", f"--ready-fd={ready_write}",
-                 f"--exit-fd={exit_read}", "--netns-type=path", f"/var/run/netns/{self.name}", "tap0"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=(ready_write, exit_read),
-                start_new_session=True)
-        os.close(ready_write)
-        os.close(exit_read)
+        exit_read, self._slirp_exit = os.pipe()
+        # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
+        # (the firewall refuses it either way).
+        loopback = [] if reaches_loopback(self.policy, self.allowed_hosts) else ["--disable-host-loopback"]
+        try:
+            with open(self.workdir / "slirp4netns.log", "ab") as out:
+                self._slirp = subprocess.Popen(
+                    ["slirp4netns", "--configure", "--mtu=65520", *loopback, f"--ready-fd={ready_write}",
+                     f"--exit-fd={exit_read}", "--netns-type=path", f"/var/run/netns/{self.name}", "tap0"],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(ready_write, exit_read), start_new_session=True)
+        finally:
+            os.close(ready_write)
+            os.close(exit_read)
         try:
             ready = _read_with_deadline(ready_read, 10.0)
         finally:
@@ -373,14 +382,23 @@ def _read_with_deadline(fd, seconds):
 # -- the firewall -------------------------------------------------------------------------------
 
 def host_addresses():
-    """Every address of this machine's interfaces (from `ip -j addr`): a session reaches none of them."""
+    """Every address of this machine's interfaces (from `ip -j addr`): a session reaches none of them.
+    SandboxError when they cannot be read: a firewall without them would let pages reach the host."""
     result = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, timeout=10, check=False)
     try:
-        interfaces = json.loads(result.stdout or "[]")
-    except ValueError:
-        return []
-    return [ipaddress.ip_address(info["local"]) for interface in interfaces
-            for info in interface.get("addr_info", ()) if info.get("local")]
+        interfaces = json.loads(result.stdout)
+        return [ipaddress.ip_address(info["local"]) for interface in interfaces
+                for info in interface.get("addr_info", ()) if info.get("local")]
+    except (ValueError, TypeError, KeyError) as error:
+        raise SandboxError(f"cannot read this machine's addresses (ip -j addr: {result.stderr.strip() or error})") \
+            from None
+
+
+def reaches_loopback(policy, allowed_hosts):
+    """Whether a session may reach the host loopback ports the operator listed: when there are some, and
+    its allowlist (if any) names the loopback."""
+    return bool(policy.loopback_ports) and (
+        allowed_hosts is None or bool({"127.0.0.1", "localhost"} & {h.strip().lower() for h in allowed_hosts}))
 
 
 def resolve(hosts):
@@ -404,12 +422,15 @@ def resolve(hosts):
 def firewall(policy, allowed_hosts, own_addresses):
     """The nftables ruleset of a session's network namespace (see the module's docstring)."""
     loopback_ports = ", ".join(f"{low}-{high}" if low != high else str(low) for low, high in policy.loopback_ports)
-    allow_loopback = loopback_ports and (allowed_hosts is None
-                                         or {"127.0.0.1", "localhost"} & {h.strip().lower() for h in allowed_hosts})
-    rules = ['oifname "lo" accept',
-             f"ip daddr {SLIRP_DNS} udp dport 53 accept", f"ip daddr {SLIRP_DNS} tcp dport 53 accept"]
+    allow_loopback = reaches_loopback(policy, allowed_hosts)
+    # DNS over UDP only: slirp4netns passes 10.0.2.3:53 on to the host's resolver, which may be on a private
+    # network; TCP to it would be a stream to that address.
+    rules = ['oifname "lo" accept', f"ip daddr {SLIRP_DNS} udp dport 53 accept"]
     if allow_loopback:
         rules.append(f"ip daddr {SLIRP_GATEWAY} tcp dport {{ {loopback_ports} }} accept")
+    # slirp4netns' own network (its gateway is the host's loopback) stays closed whatever networks the
+    # operator opens: opening 10.0.0.0/8 must not open every port of the host.
+    rules.append(f"ip daddr {SLIRP_NETWORK} reject")
     for family, addresses in _by_family(own_addresses).items():
         rules.append(f"{family} daddr {{ {', '.join(map(str, addresses))} }} reject")
     opened = _by_family(policy.allowed_networks)

@@ -187,8 +187,8 @@ class BrowserHostServer:
 
     def clean_up_after_crash(self):
         """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
-        for record, pgid in launch.kill_leftovers(self.root / "sessions", self.policy and self.policy.root):
-            logger.warning("killed %s left by a previous run (process group %s)", record, pgid)
+        for record, what in launch.kill_leftovers(self.root / "sessions", self.policy and self.policy.root):
+            logger.warning("removed %s left by a previous run (%s)", record, what)
 
     def heartbeat_loop(self):
         interval = self.app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]
@@ -393,7 +393,11 @@ class BrowserHostServer:
                 hosted.xvfb.wait()
         finally:
             if hosted.box is not None:
-                hosted.box.destroy()
+                try:
+                    hosted.box.destroy()
+                except Exception:  # noqa: BLE001 - the session must leave this host all the same
+                    logger.exception("removing the sandbox of session %s failed (a restart removes what is left)",
+                                     hosted.session_id)
             _remove(hosted.workdir)
             with self.lock:
                 self.hosted.pop(hosted.session_id, None)
@@ -522,7 +526,7 @@ class ControlHandler(BaseHTTPRequestHandler):
             self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
         elif parts[2:] == ["endpoint"]:
             devtools = hosted.browser.devtools
-            self.answer(200, {"socket": devtools.socket_path, "port": devtools.port,
+            self.answer(200, {"socket": devtools.socket_path, "owner": devtools.owner, "port": devtools.port,
                               "browser_path": devtools.browser_path})
         elif parts[2:] in (["json", "version"], ["json", "list"]):
             self.answer(200, hosted.browser.devtools.get_json("/" + "/".join(parts[2:])))

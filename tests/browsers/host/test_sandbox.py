@@ -132,3 +132,46 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
     assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     os.close(box._slirp_exit)
+
+
+def test_opening_the_operators_private_networks_keeps_slirps_own_network_closed():
+    """slirp4netns' gateway 10.0.2.2 is the host's loopback: BROWSER_ALLOWED_NETWORKS=10.0.0.0/8 must not
+    open it, nor may DNS be more than UDP to slirp4netns' forwarder."""
+    policy = sandbox.SandboxPolicy(allowed_networks=sandbox.parse_networks("10.0.0.0/8"))
+    rules = output_rules(sandbox.firewall(policy, None, []))
+    closed = rules.index("ip daddr 10.0.2.0/24 reject")
+    opened = next(index for index, rule in enumerate(rules) if "!= { 10.0.0.0/8 }" in rule)
+    assert closed < opened and "ip daddr 10.0.2.3 udp dport 53 accept" in rules[:closed]
+    assert not [rule for rule in rules if "tcp dport 53" in rule]
+
+
+def test_a_firewall_is_not_made_without_the_hosts_addresses(monkeypatch):
+    monkeypatch.setattr(sandbox.subprocess, "run",
+                        lambda *args, **kwargs: subprocess.CompletedProcess(args, 1, "", "ip: not today"))
+    with pytest.raises(sandbox.SandboxError, match="cannot read this machine's addresses"):
+        sandbox.host_addresses()
+
+
+def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tmp_path):
+    """A sandbox can write the folder of its DevTools socket: a link there, or a socket of someone else,
+    must not lead whoever connects (as root) to another socket of the host."""
+    import socket
+
+    from app.core.splice import connect_unix
+
+    target = socket.socket(socket.AF_UNIX)
+    target.bind(str(tmp_path / "root-only.sock"))
+    target.listen()
+    (tmp_path / "devtools.sock").symlink_to(tmp_path / "root-only.sock")
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            connect_unix(str(tmp_path / "devtools.sock"), 1)
+        with pytest.raises(ConnectionRefusedError):
+            connect_unix(str(tmp_path / "root-only.sock"), 1, owner=os.getuid() + 1)
+        connect_unix(str(tmp_path / "root-only.sock"), 1, owner=os.getuid()).close()
+        long_folder = tmp_path / ("x" * 120)
+        long_folder.mkdir()
+        os.link(tmp_path / "root-only.sock", long_folder / "s.sock")  # a path longer than a socket's 107 bytes
+        connect_unix(str(long_folder / "s.sock"), 1).close()
+    finally:
+        target.close()
