@@ -6,7 +6,7 @@ from flask import Flask
 
 from app import config, streams
 from app.core import api as core_api
-from app.core import auth, blobs, crypto, db, docs, dumping, errors, requestlog
+from app.core import auth, blobs, crypto, db, docs, dumping, errors, periodic, requestlog
 
 
 class Lantern(Flask):
@@ -42,6 +42,7 @@ def create_app(test_config=None):
     docs.init_app(app)
     errors.register_error_handlers(app)
     register_commands(app)
+    register_periodic_tasks(app)
     return app
 
 
@@ -60,6 +61,19 @@ def register_blueprints(api):
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
                       profiles_blp, extensions_blp, invocations_blp, browsers_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
+
+
+def register_periodic_tasks(app):
+    """What each worker does on a timer (wsgi.py starts the loop), by the setting of its interval."""
+    from app.auth_connections.health import run_due_checks
+    from app.browsers.hosts import end_sessions_of_lost_hosts
+    from app.browsers.sessions import end_idle_sessions
+    from app.browsers.telemetry import prune_archive
+
+    periodic.init_app(app, [("BROWSER_IDLE_SWEEP_SECONDS", end_idle_sessions),
+                            ("TELEMETRY_PRUNE_INTERVAL_SECONDS", prune_archive),
+                            ("BROWSER_HOST_TIMEOUT_SECONDS", end_sessions_of_lost_hosts),
+                            ("AUTH_HEALTH_CHECK_POLL_SECONDS", run_due_checks)])
 
 
 def register_commands(app):

@@ -15,7 +15,7 @@ from flask import current_app
 from app.auth_connections import credentials, loginflow
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import AUTHENTICATED, NEEDS_AUTH, REAUTH, AuthConnection, HealthCheck
-from app.core import clock, periodic
+from app.core import clock
 from app.core.db import db
 from app.profiles.models import Profile
 
@@ -76,7 +76,6 @@ def run_due(*, timeout, limit=20):
     return checked
 
 
-@periodic.every("AUTH_HEALTH_CHECK_POLL_SECONDS")
 def run_due_checks():
     config = current_app.config
     run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"])

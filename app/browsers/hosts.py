@@ -17,7 +17,7 @@ from flask import current_app
 from peewee import fn
 
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import clock, crypto, periodic, urls
+from app.core import clock, crypto, urls
 from app.core.db import db, exclusive
 from app.core.errors import ApiError, bad_request
 
@@ -135,7 +135,6 @@ def call(host, method, path, body=None, *, timeout):
 
 # -- lost hosts ----------------------------------------------------------------------------------
 
-@periodic.every("BROWSER_HOST_TIMEOUT_SECONDS")
 def end_sessions_of_lost_hosts():
     """A host that stopped heart-beating took its browsers with it: their sessions end."""
     from app.browsers import sessions, telemetry  # they use the drivers, which use this module

@@ -22,7 +22,7 @@ from app.browsers.models import (
     BrowserTag,
 )
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
-from app.core import clock, periodic
+from app.core import clock
 from app.core.db import CompiledQuery, by_status, db, exclusive, save_or_conflict
 from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.core.ids import new_id
@@ -237,7 +237,6 @@ _overdue_in_org = CompiledQuery(lambda now, org_id: BrowserSession.active().wher
                                 .join(Project).where(Project.org == org_id))
 
 
-@periodic.every("BROWSER_IDLE_SWEEP_SECONDS")
 def end_idle_sessions():
     """Sessions end at their idle deadline even when nobody looks (each worker sweeps)."""
     with db.connection_context():

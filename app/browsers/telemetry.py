@@ -17,7 +17,7 @@ from app import streams
 from app.browsers import sessions
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_types import EVENT_CATEGORY
-from app.core import clock, periodic, sse
+from app.core import clock, sse
 from app.core.db import db, exclusive
 from app.core.dumping import ascii_json
 from app.streams import channels, telemetry_buffers
@@ -275,7 +275,6 @@ def _id_where(session_id, condition, *, last):
             .order_by(*order).limit(1).scalar())
 
 
-@periodic.every("TELEMETRY_PRUNE_INTERVAL_SECONDS")
 def prune_archive():
     with db.connection_context():
         prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])

@@ -1,4 +1,4 @@
-"""Work each worker process does on a timer: areas register tasks, wsgi.py starts the loop.
+"""Work each worker process does on a timer: create_app names the tasks, wsgi.py starts the loop.
 
 A task is `fn()` run in an app context every `app.config[interval_key]` seconds (0 or
 None: never); it opens short database connections itself (`db.connection_context()`),
@@ -13,21 +13,17 @@ import time
 from app.core import shutdown
 
 logger = logging.getLogger(__name__)
-_tasks = []
 TICK_SECONDS = 1.0
 
 
-def every(interval_key):
-    """Register `fn` to run every `app.config[interval_key]` seconds."""
-    def register(fn):
-        _tasks.append((interval_key, fn))
-        return fn
-    return register
+def init_app(app, tasks):
+    """The app's tasks: (interval setting, fn) pairs, each run every `app.config[setting]` seconds."""
+    app.extensions["periodic_tasks"] = list(tasks)
 
 
 def run_due(app, last_run, now):
     """Run the tasks whose interval has passed since `last_run[fn]`; updates `last_run`."""
-    for interval_key, fn in _tasks:
+    for interval_key, fn in app.extensions["periodic_tasks"]:
         interval = app.config.get(interval_key)
         if not interval or now - last_run.get(fn, now - interval) < interval:
             continue

@@ -14,14 +14,23 @@ def test_tasks_run_when_due_and_a_failing_one_does_not_stop_the_others(app, monk
     def counted():
         ran.append(current_app.name)
 
-    monkeypatch.setattr(periodic, "_tasks", [("BROKEN_SECONDS", broken), ("COUNTED_SECONDS", counted),
-                                             ("NEVER_SECONDS", counted)])
+    monkeypatch.setitem(app.extensions, "periodic_tasks", [("BROKEN_SECONDS", broken), ("COUNTED_SECONDS", counted),
+                                                           ("NEVER_SECONDS", counted)])
     app.config.update(BROKEN_SECONDS=1, COUNTED_SECONDS=10, NEVER_SECONDS=0)
     last_run = {}
     periodic.run_due(app, last_run, 100.0)  # first tick: everything with an interval runs
     periodic.run_due(app, last_run, 105.0)
     periodic.run_due(app, last_run, 110.0)
     assert ran == [app.name, app.name]  # at 100 and 110, in an app context
+
+
+def test_every_periodic_task_is_named_by_the_app_whatever_was_imported(app):
+    """The auth health check used to run only because a CLI module imported its module."""
+    tasks = {fn.__qualname__: setting for setting, fn in app.extensions["periodic_tasks"]}
+    assert tasks == {"end_idle_sessions": "BROWSER_IDLE_SWEEP_SECONDS",
+                     "prune_archive": "TELEMETRY_PRUNE_INTERVAL_SECONDS",
+                     "end_sessions_of_lost_hosts": "BROWSER_HOST_TIMEOUT_SECONDS",
+                     "run_due_checks": "AUTH_HEALTH_CHECK_POLL_SECONDS"}
 
 
 def test_idle_sessions_end_without_any_request(app, client):
