@@ -81,7 +81,7 @@ import time
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.telemetry import CDP_CATEGORIES
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)  # the name its lines had before capture.py became a package
 
 ATTACHED_TYPES = ("page", "iframe", "worker", "service_worker", "shared_worker")
 PAGE_TYPES = ("page", "iframe")
