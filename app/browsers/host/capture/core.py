@@ -65,19 +65,17 @@ network_response: a request's timing is the ts of its network_request and networ
 events are only counted: no SDK type carries such a count (monitor_* and system types describe other
 things), so `dropped` is the figure to report: the flusher hands each new total to `on_drops(total)`
 (at most once per DROP_REPORT_SECONDS; by default a log line).
-
-`LogTail(path, sink).start()` follows Chromium's log file and hands its new lines to `sink` until
-`stop()`.
 """
 import collections
 import json
 import logging
 import math
 import queue
-import signal
 import threading
 import time
 
+from app.browsers.host.capture.process import exit_metadata
+from app.browsers.host.capture.text import MAX_SHORT, MAX_URL, Cut
 from app.browsers.host.cdp import CdpClient, CdpError
 from app.browsers.telemetry import CDP_CATEGORIES
 
@@ -94,15 +92,11 @@ DISCONNECT_REASONS = ("client_close", "upstream_changed", "upstream_error", "con
 MAX_TEXT = 4096           # console text, error text
 MAX_ARGS = 20
 MAX_ARG = 1024
-MAX_URL = 2048
-MAX_HEADERS = 100
-MAX_HEADER_VALUE = 2048
 MAX_POST_DATA = 8192
 MAX_BODY = 8192
 MAX_BODY_FETCH = 256 * 1024  # bodies larger than this on the wire are not fetched at all
 MAX_FRAMES = 50
 MAX_STACK_PARENTS = 4
-MAX_SHORT = 256           # selectors, tags, keys, element text
 MAX_PENDING_REQUESTS = 2000  # per target: requests whose load has not ended
 MAX_CALLS = 256          # queued for the calling thread; past it, bodies are not fetched
 CALL_TIMEOUT = 2.0
@@ -170,31 +164,6 @@ INTERACTION_SCRIPT = """(() => {
     }, 150);
   }, {capture: true, passive: true});
 })();""" % {"binding": BINDING, "rate": INTERACTIONS_PER_SECOND}
-
-
-class _Cut:
-    """Bounds the strings of one event; remembers whether anything was cut (the event's `truncated`)."""
-
-    __slots__ = ("cut",)
-
-    def __init__(self):
-        self.cut = False
-
-    def __call__(self, value, limit):
-        if not isinstance(value, str):
-            value = "" if value is None else str(value)
-        if len(value) > limit:
-            self.cut = True
-            return value[:limit]
-        return value
-
-    def headers(self, headers):
-        if not isinstance(headers, dict):
-            return {}
-        if len(headers) > MAX_HEADERS:
-            self.cut = True
-        return {self(name, MAX_SHORT): self(value, MAX_HEADER_VALUE)
-                for name, value in list(headers.items())[:MAX_HEADERS]}
 
 
 IGNORED = object()  # a request of an ignored scheme, in _Target.requests
@@ -509,7 +478,7 @@ class Capture:
         with self._attaching:
             self._attaching.notify_all()
         if self._started and parent_session_id is None and target.target_type == "page" and "page" in self._enabled:
-            cut = _Cut()
+            cut = Cut()
             data = {"target_id": target.target_id, "target_type": "page", "url": cut(info.get("url", ""), MAX_URL),
                     "title": cut(info.get("title", ""), MAX_SHORT)}
             if info.get("openerId"):
@@ -598,7 +567,7 @@ class Capture:
         target = self._targets.get(session_id)
         if target is None or params.get("timestamp", math.inf) < target.news_from_ms:
             return
-        cut = _Cut()
+        cut = Cut()
         args = [cut(_remote_text(arg), MAX_ARG) for arg in params.get("args", ())[:MAX_ARGS]]
         if len(params.get("args", ())) > MAX_ARGS:
             cut.cut = True
@@ -617,7 +586,7 @@ class Capture:
         if target is None or params.get("timestamp", math.inf) < target.news_from_ms:
             return
         details = params.get("exceptionDetails", {})
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut, frame_id=target.frames.get(details.get("executionContextId")))
         data["text"] = cut(_exception_text(details), MAX_TEXT)
         for key, name in (("lineNumber", "line"), ("columnNumber", "column")):
@@ -651,7 +620,7 @@ class Capture:
             self._emit_response(target, request_id, previous, "Network.requestWillBeSent")
         entry = _Request(url, request.get("method"), params.get("type"), params.get("frameId"), params.get("loaderId"))
         target.requests[request_id] = entry
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut, frame_id=entry.frame_id, url=url)
         data.update(request_id=request_id, method=entry.method or "", headers=cut.headers(request.get("headers")))
         if entry.loader_id:
@@ -692,7 +661,7 @@ class Capture:
 
     def _emit_response(self, target, request_id, entry, method, *, body=None, read_at=None):
         response = entry.response or {}
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut, frame_id=entry.frame_id, url=entry.url)
         data.update(request_id=request_id, method=entry.method or "", headers=cut.headers(response.get("headers")))
         if entry.loader_id:
@@ -727,7 +696,7 @@ class Capture:
         entry = target.requests.pop(request_id, None)
         if entry is IGNORED or "network" not in self._enabled:
             return
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut, frame_id=entry.frame_id if entry else None, url=entry.url if entry else "")
         if entry is None:  # in flight before capture began: the SDK leaves these out
             for key in ("url", "frame_id", "loader_id"):
@@ -753,7 +722,7 @@ class Capture:
                 target.nav_seq += 1
         if "page" not in self._enabled:
             return
-        cut = _Cut()
+        cut = Cut()
         data = {"session_id": session_id, "target_id": target.target_id, "target_type": target.target_type,
                 "frame_id": frame.get("id", ""), "url": cut(frame.get("url", ""), MAX_URL)}
         if frame.get("loaderId"):
@@ -772,7 +741,7 @@ class Capture:
         target = self._targets.get(session_id)
         if target is None or "page" not in self._enabled:
             return
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut)
         if isinstance(params.get("timestamp"), (int, float)):
             data["cdp_timestamp"] = float(params["timestamp"])
@@ -782,7 +751,7 @@ class Capture:
         target = self._targets.get(session_id)
         if target is None or "page" not in self._enabled:
             return
-        cut = _Cut()
+        cut = Cut()
         data = {"target_id": target.target_id, "target_type": target.target_type, "url": cut(target.url, MAX_URL)}
         self._emit("page_crashed", "page", target.source("Inspector.targetCrashed"), data, cut.cut)
 
@@ -802,7 +771,7 @@ class Capture:
         if not isinstance(report, dict) or report.get("t") not in INTERACTIONS:
             return
         event_type, strings, numbers = INTERACTIONS[report["t"]]
-        cut = _Cut()
+        cut = Cut()
         data = target.context(cut, frame_id=target.frames.get(params.get("executionContextId")))
         for name in strings:
             if isinstance(report.get(name), str):
@@ -884,80 +853,3 @@ def _has_text_body(response):
     mime = (response.get("mimeType") or "").lower()
     return mime.startswith("text/") or mime in TEXT_MIME_TYPES or mime.endswith(("+json", "+xml"))
 
-
-def exit_metadata(returncode):
-    """How a process ended, as service_crashed's source.metadata: {"signal": "SIGKILL"} when a signal
-    ended it (a negative returncode), else {"exit_code": "1"}."""
-    if returncode is not None and returncode < 0:
-        try:
-            return {"signal": signal.Signals(-returncode).name}
-        except ValueError:
-            return {"signal": str(-returncode)}
-    return {"exit_code": str(returncode)}
-
-
-class LogTail:
-    """Follows a growing text file from `offset` (its start by default): `sink(lines)` gets each batch
-    of new complete lines, without their line ends, each at most `max_line` characters (a longer line
-    comes in pieces), on the tail's thread. `stop()` reads what is left, a last unfinished line
-    included. A file that shrinks (rewritten) is read again from its start; one that does not exist yet
-    is waited for."""
-
-    def __init__(self, path, sink, *, poll_seconds=0.1, offset=0, max_line=4096):
-        self.path = path
-        self.poll_seconds = poll_seconds
-        self.max_line = max_line
-        self._sink = sink
-        self._offset = offset
-        self._partial = b""
-        self._stopping = threading.Event()
-        self._thread = None
-
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name=f"log-tail {self.path}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        """Read to the end, hand over the rest, end the thread. Idempotent."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _run(self):
-        while not self._stopping.wait(self.poll_seconds):
-            self._read()
-        self._read(final=True)
-
-    def _read(self, final=False):
-        try:
-            with open(self.path, "rb") as file:
-                size = file.seek(0, 2)
-                if size < self._offset:  # rewritten from scratch
-                    self._offset, self._partial = 0, b""
-                file.seek(self._offset)
-                chunk = file.read()
-        except OSError:
-            chunk = b""
-        self._offset += len(chunk)
-        lines = self._split(self._partial + chunk, final)
-        if lines:
-            try:
-                self._sink(lines)
-            except Exception:
-                log.exception("log tail sink failed for %s", self.path)
-
-    def _split(self, data, final):
-        *complete, self._partial = data.split(b"\n")
-        limit = self.max_line * 4  # bytes: a UTF-8 character takes at most 4
-        while len(self._partial) > limit:  # an endless line: pass it on in pieces
-            complete.append(self._partial[:limit])
-            self._partial = self._partial[limit:]
-        if final and self._partial:
-            complete.append(self._partial)
-            self._partial = b""
-        lines = []
-        for raw in complete:
-            text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
-            lines += [text[start:start + self.max_line] for start in range(0, len(text), self.max_line)] or [""]
-        return lines
