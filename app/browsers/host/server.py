@@ -21,7 +21,7 @@ there and removes the folders, and ends the sessions the database still gives th
 While a CDP client is connected the session is active (touched every heartbeat); when
 the last one leaves, its idle timeout starts from then.
 
-Each browser also has a capture (capture.py): the host's own CDP connection turns what the
+Each browser also has a capture (capture/): the host's own CDP connection turns what the
 browser does into telemetry events, and a tail of Chromium's output into log lines
 (`source=supervisor`, `supervisor_process=chromium`); both go through the same ingest as
 the HTTP endpoints (archive and seq in the database; workers' streams catch up from it),

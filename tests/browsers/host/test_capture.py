@@ -1,4 +1,4 @@
-"""Telemetry captured from a real Chromium (app/browsers/host/capture.py): what a page does becomes the SDK's
+"""Telemetry captured from a real Chromium (app/browsers/host/capture/): what a page does becomes the SDK's
 events, each accepted by the ingest's validation, only for the enabled categories; and the log tail."""
 import signal
 import threading
