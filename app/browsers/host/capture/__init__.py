@@ -23,8 +23,8 @@ body was cut. A category's events are made only while it is enabled (the check c
     process.py       LogTail (Chromium's log file) and exit_metadata
 
 Not filled here: `control` (cdp_command: the relay sees the client's commands, not this connection;
-api_call), `platform`, `captcha` (Lantern solves none), `screenshot` (monitor_screenshot), the system
-event system_oom_kill, and the computed events network_idle, page_layout_settled,
+api_call), `platform`, `captcha` (Lantern solves none), `screenshot` (monitor_screenshot), and the
+computed events network_idle, page_layout_settled,
 page_navigation_settled, page_layout_shift and page_lcp.
 """
 from app.browsers.host.capture.core import Capture

@@ -4,6 +4,7 @@ stops their threads, and makes the events the host itself reports and the one of
     monitor      the CDP connection lost         monitor_disconnected (flows while a CDP category is on)
     system       browser_exited(returncode)      service_crashed {phase, service_name "chromium", pid}; the exit
                                                  code or signal is on source.metadata (exit_code / signal)
+                 out_of_memory(report)           system_oom_kill (the host's sandbox.oom_report)
     connection   client_connected(id)            cdp_connect       (source kind "kernel_api": Lantern's relay)
                  client_disconnected(...)        cdp_disconnect
 """
