@@ -172,7 +172,7 @@ class Served:
 
 
 @contextmanager
-def serve_with_organization(workdir, org_name, *, workers=1, env_updates=None):
+def serve_with_organization(workdir, org_name, *, workers=1, worker_connections=1000, env_updates=None):
     """gunicorn on a private, migrated database holding one organization; yields a Served."""
     with private_database(workdir) as database_url:
         env = server_env(database_url, workdir)
@@ -181,7 +181,7 @@ def serve_with_organization(workdir, org_name, *, workers=1, env_updates=None):
         output = run_cli(env, "orgs", "create", "--name", org_name, "--owner-email", "owner@served.test")
         api_key = output.strip().splitlines()[-1].strip()  # printed alone on the last line
         log_path = workdir / "gunicorn.log"
-        with gunicorn(env, log_path, workers=workers) as base_url:
+        with gunicorn(env, log_path, workers=workers, worker_connections=worker_connections) as base_url:
             yield Served(base_url=base_url, api_key=api_key, env=env, log_path=log_path)
 
 

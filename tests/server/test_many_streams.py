@@ -9,7 +9,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from tests.live_server import gunicorn, private_database, run_cli, server_env
+from tests.live_server import serve_with_organization
 
 STREAMS = 1100  # enough for the worker's descriptors to pass 1023
 WORKER_CONNECTIONS = 1400
@@ -17,14 +17,10 @@ WORKER_CONNECTIONS = 1400
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("many_streams")
-    with private_database(workdir) as database_url:
-        env = server_env(database_url, workdir)
-        env.update(LANTERN_STREAMS_PER_ORG=str(WORKER_CONNECTIONS), LANTERN_STREAM_POLL_SECONDS="0.2")
-        run_cli(env, "db", "upgrade")
-        key = run_cli(env, "orgs", "create", "--name", "many", "--owner-email", "m@x.test").split()[-1]
-        with gunicorn(env, workdir / "gunicorn.log", workers=1, worker_connections=WORKER_CONNECTIONS) as base_url:
-            yield base_url, key
+    settings = {"LANTERN_STREAMS_PER_ORG": str(WORKER_CONNECTIONS), "LANTERN_STREAM_POLL_SECONDS": "0.2"}
+    with serve_with_organization(tmp_path_factory.mktemp("many_streams"), "many",
+                                 worker_connections=WORKER_CONNECTIONS, env_updates=settings) as served:
+        yield served.base_url, served.api_key
 
 
 def still_open(sock):
