@@ -66,7 +66,7 @@ def register_blueprints(api):
 def register_periodic_tasks(app):
     """What each worker does on a timer (wsgi.py starts the loop), by the setting of its interval."""
     from app.auth_connections.health import run_due_checks
-    from app.browsers.hosts import end_sessions_of_lost_hosts
+    from app.browsers.lost_hosts import end_sessions_of_lost_hosts
     from app.browsers.sessions import end_idle_sessions
     from app.browsers.telemetry import prune_archive
 

@@ -1,6 +1,6 @@
 """Browser hosts as the app sees them: placing a session on a live host with room, the
-host's control API (start and stop a browser), the shared secret, the per-session CDP
-token (random, stored hashed), and ending the sessions of hosts that were lost.
+host's control API (start and stop a browser), the shared secret and the per-session CDP
+token (random, stored hashed). Lost hosts' sessions end in app/browsers/lost_hosts.py.
 
 The host process itself is app/browsers/host/ (`flask browsers host`).
 """
@@ -16,9 +16,9 @@ import urllib.request
 from flask import current_app
 from peewee import fn
 
-from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import clock, crypto, urls
-from app.core.db import db, exclusive
+from app.browsers.models import BrowserHost, BrowserSession
+from app.core import crypto, urls
+from app.core.db import exclusive
 from app.core.errors import ApiError, bad_request
 
 logger = logging.getLogger(__name__)
@@ -131,39 +131,3 @@ def call(host, method, path, body=None, *, timeout):
         raise HostError(answer.get("message") or f"HTTP {error.code}", error.code, answer.get("code")) from None
     except (OSError, ValueError) as error:
         raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}") from None
-
-
-# -- lost hosts ----------------------------------------------------------------------------------
-
-def end_sessions_of_lost_hosts():
-    """A host that stopped heart-beating took its browsers with it: their sessions end."""
-    from app.browsers import sessions, telemetry  # they use the drivers, which use this module
-
-    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
-    with db.connection_context():
-        live = BrowserHost.live(timeout).select(BrowserHost.id)
-        orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
-                                                      & BrowserSession.host.not_in(live)))
-        names = dict(BrowserHost.select(BrowserHost.id, BrowserHost.name)
-                     .where(BrowserHost.id.in_({session.host_id for session in orphaned})).tuples())
-        for session in orphaned:
-            # Every worker sweeps: the one whose update takes the session off its lost host writes
-            # the session's one system event and ends it (nothing to ask a host that is gone; its
-            # restart cleans up).
-            if not (BrowserSession.update(host=None)
-                    .where((BrowserSession.id == session.id) & (BrowserSession.host == session.host_id))
-                    .execute()):
-                continue
-            try:
-                telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], from_host=True)
-            except ApiError:
-                pass  # it ended meanwhile
-            session.host_id = None
-            sessions.end(session, ENDED_BY_HOST_LOST)
-
-
-def _host_lost_event(host_name):
-    """The system event of a session whose host was lost: the SDK's service_crashed, naming the host."""
-    return {"type": "service_crashed", "category": "system", "ts": clock.micros(clock.now()),
-            "source": {"kind": "kernel_api", "event": "host_lost", "metadata": {"browser_host": host_name}},
-            "data": {"phase": "running", "service_name": "browser_host"}}

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.browsers import hosts
+from app.browsers import hosts, lost_hosts
 from app.core import clock
 from app.core.db import db
 from app.orgs.models import Organization
@@ -488,12 +488,12 @@ def test_a_lost_host_ends_its_session_with_one_system_event_when_workers_sweep_a
     def end_after_another_sweep(session, *args, **kwargs):
         if not swept_again:
             swept_again.append(True)
-            hosts.end_sessions_of_lost_hosts()
+            lost_hosts.end_sessions_of_lost_hosts()
         return end(session, *args, **kwargs)
 
     monkeypatch.setattr(sessions, "end", end_after_another_sweep)
     with app.app_context():
-        hosts.end_sessions_of_lost_hosts()
+        lost_hosts.end_sessions_of_lost_hosts()
     assert swept_again
     record = client.get(f"/browsers/{session_id}?include_deleted=true").get_json()
     assert record["end_reason"] == "host_lost"

@@ -1,0 +1,44 @@
+"""Sessions whose browser host stopped heart-beating end (a periodic task of every worker).
+
+Above both the session lifecycle and telemetry, which it uses: in app/browsers/hosts.py, which the
+drivers use, it closed a circle of imports (drivers -> hosts -> sessions -> drivers).
+"""
+from flask import current_app
+
+from app.browsers import sessions, telemetry
+from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
+from app.core import clock
+from app.core.db import db
+from app.core.errors import ApiError
+
+
+def end_sessions_of_lost_hosts():
+    """A host that stopped heart-beating took its browsers with it: their sessions end."""
+    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    with db.connection_context():
+        live = BrowserHost.live(timeout).select(BrowserHost.id)
+        orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
+                                                      & BrowserSession.host.not_in(live)))
+        names = dict(BrowserHost.select(BrowserHost.id, BrowserHost.name)
+                     .where(BrowserHost.id.in_({session.host_id for session in orphaned})).tuples())
+        for session in orphaned:
+            # Every worker sweeps: the one whose update takes the session off its lost host writes
+            # the session's one system event and ends it (nothing to ask a host that is gone; its
+            # restart cleans up).
+            if not (BrowserSession.update(host=None)
+                    .where((BrowserSession.id == session.id) & (BrowserSession.host == session.host_id))
+                    .execute()):
+                continue
+            try:
+                telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], from_host=True)
+            except ApiError:
+                pass  # it ended meanwhile
+            session.host_id = None
+            sessions.end(session, ENDED_BY_HOST_LOST)
+
+
+def _host_lost_event(host_name):
+    """The system event of a session whose host was lost: the SDK's service_crashed, naming the host."""
+    return {"type": "service_crashed", "category": "system", "ts": clock.micros(clock.now()),
+            "source": {"kind": "kernel_api", "event": "host_lost", "metadata": {"browser_host": host_name}},
+            "data": {"phase": "running", "service_name": "browser_host"}}
