@@ -286,9 +286,9 @@ class Browser:
         """The same inside `box`: its home holds the profile, extensions are bound read-only, an X display
         is started inside it for a headful browser, DevTools answer on its Unix socket."""
         user_data = box.home / "user-data"
-        if not user_data.exists():
-            user_data.mkdir()
-            os.chown(user_data, *box.policy.ids())
+        if not user_data.is_dir() or user_data.is_symlink():
+            user_data.mkdir()  # (fails on anything else the sandbox may have left there)
+            os.chown(user_data, *box.policy.ids(), follow_symlinks=False)
         _remove_stale_files(user_data)
         Path(box.devtools_socket()).unlink(missing_ok=True)
         extensions = box.extensions
@@ -360,9 +360,17 @@ def _browser_process(box):
 
 def _remove_stale_files(user_data):
     """Left by a Chromium that was killed: a lock would make the new one hand over to the dead one and
-    exit, an old DevToolsActivePort would name a closed port."""
-    for name in (*SINGLETON_FILES, "DevToolsActivePort"):
-        (user_data / name).unlink(missing_ok=True)
+    exit, an old DevToolsActivePort would name a closed port. In the folder itself, never through a link
+    (a sandbox can write its profile's folder)."""
+    folder = os.open(user_data, os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name in (*SINGLETON_FILES, "DevToolsActivePort"):
+            try:
+                os.unlink(name, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(folder)
 
 
 def screen_for(viewport, chrome_height=CHROME_HEIGHT):

@@ -165,7 +165,7 @@ class BrowserHostServer:
             return "Chromium is not installed on this host: apt-get install chromium (or set BROWSER_CHROMIUM_PATH)"
         if self.cannot_sandbox:
             return (f"it cannot sandbox browsers ({'; '.join(self.cannot_sandbox)}); BROWSER_SANDBOX=off runs them "
-                    "without, which docs/browsers.md (Isolation) says what gives up")
+                    "without one (docs/browsers.md, Isolation, says what that gives up)")
         return None
 
     def register(self):
@@ -213,9 +213,10 @@ class BrowserHostServer:
     def end_out_of_memory(self):
         """A session whose sandbox had a process killed for memory ends (`oom`), all of it."""
         for hosted in list(self.hosted.values()):
+            if hosted.box is None or not hosted.box.oom_kills():
+                continue
             with self.lock:  # the heartbeat and a browser's watch may both find it: one reports it
-                if (hosted.box is None or hosted.starting or hosted.stopping or hosted.out_of_memory
-                        or not hosted.box.oom_kills()):
+                if hosted.starting or hosted.stopping or hosted.out_of_memory:
                     continue
                 hosted.out_of_memory = True
             report = sandbox.oom_report(hosted.box.cgroup)
