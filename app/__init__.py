@@ -66,8 +66,8 @@ def register_blueprints(api):
 def register_periodic_tasks(app):
     """What each worker does on a timer (wsgi.py starts the loop), by the setting of its interval."""
     from app.auth_connections.health import run_due_checks
+    from app.browsers.lifecycle import end_idle_sessions
     from app.browsers.lost_hosts import end_sessions_of_lost_hosts
-    from app.browsers.sessions import end_idle_sessions
     from app.browsers.telemetry import prune_archive
 
     periodic.init_app(app, [("BROWSER_IDLE_SWEEP_SECONDS", end_idle_sessions),

@@ -8,7 +8,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.browsers import sessions, telemetry
+from app.browsers import lifecycle, telemetry
 from app.core.db import db
 from app.orgs.models import Organization
 
@@ -26,7 +26,7 @@ def prune_command(retention_seconds):
     retention = current_app.config["TELEMETRY_RETENTION_SECONDS"] if retention_seconds is None else retention_seconds
     with db.connection_context():
         for org in Organization.select(Organization.id):
-            sessions.expire_idle(org.id)
+            lifecycle.expire_idle(org.id)
         deleted = telemetry.prune(retention)
     click.echo(f"deleted {deleted['TelemetryEvent']} telemetry event(s) and {deleted['BrowserLogLine']} log line(s)")
 

@@ -4,7 +4,7 @@ The driver delivers them (the host, or the external driver's browser posts them)
 are stored so a stream can replay them, and announced on the session's logs subject.
 """
 from app import streams
-from app.browsers import sessions
+from app.browsers import lifecycle
 from app.browsers.models import BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import exclusive
@@ -23,10 +23,10 @@ def ingest(session, source, log_name, lines, *, from_host=False):
         if current.is_active and not current.is_idle_too_long:
             BrowserLogLine.insert_many(rows).execute()
     if not current.is_active or current.is_idle_too_long:
-        sessions.end_if_idle(current)
-        raise sessions.ended_error(current)
+        lifecycle.end_if_idle(current)
+        raise lifecycle.ended_error(current)
     if not from_host:
-        sessions.touch(current)
+        lifecycle.touch(current)
     streams.announce(session.logs_subject, here=not from_host)
     return len(rows)
 

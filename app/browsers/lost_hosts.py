@@ -5,7 +5,7 @@ drivers use, it closed a circle of imports (drivers -> hosts -> sessions -> driv
 """
 from flask import current_app
 
-from app.browsers import sessions, telemetry
+from app.browsers import lifecycle, telemetry
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
@@ -34,7 +34,7 @@ def end_sessions_of_lost_hosts():
             except ApiError:
                 pass  # it ended meanwhile
             session.host_id = None
-            sessions.end(session, ENDED_BY_HOST_LOST)
+            lifecycle.end(session, ENDED_BY_HOST_LOST)
 
 
 def _host_lost_event(host_name):

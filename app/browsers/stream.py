@@ -15,7 +15,7 @@ from datetime import datetime
 from flask import current_app
 
 from app import streams
-from app.browsers import logs, sessions, telemetry
+from app.browsers import lifecycle, logs, telemetry
 from app.browsers.models import BrowserSession
 from app.core import clock, sse
 from app.core.db import db
@@ -77,7 +77,7 @@ def _still_running(session, state, app):
         return False
     if clock.now() >= state.idle_deadline:
         with app.app_context(), db.connection_context():
-            return not sessions.end_if_idle(session)
+            return not lifecycle.end_if_idle(session)
     return True
 
 

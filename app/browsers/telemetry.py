@@ -14,7 +14,7 @@ from flask import Response, after_this_request, current_app
 from peewee import SqliteDatabase
 
 from app import streams
-from app.browsers import sessions
+from app.browsers import lifecycle
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, sse
@@ -89,9 +89,9 @@ def ingest(session, events, *, from_host=False):
                                        telemetry_ts_high=ts_high, **touched)
                  .where(BrowserSession.id == session.id).execute())
         if timed_out:
-            sessions.end_if_idle(current)
+            lifecycle.end_if_idle(current)
         if not current.is_active or timed_out:
-            raise sessions.ended_error(current)
+            raise lifecycle.ended_error(current)
         last_seq = first_seq + len(kept) - 1
         if not from_host:
             _publish(session, _buffer_entries(rows))

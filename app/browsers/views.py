@@ -2,7 +2,7 @@
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.browsers import hosts, logs, relay, schemas, sessions, stream, telemetry
+from app.browsers import hosts, lifecycle, logs, relay, schemas, sessions, stream, telemetry
 from app.browsers.drivers import HostDriver, driver_named
 from app.browsers.models import BrowserSession
 from app.core import sse
@@ -23,12 +23,12 @@ def find(session_ref, *, include_deleted=False, activity=True):
     pass `activity=False` because ingest records its own activity.
     """
     session = BrowserSession.lookup(g.project, session_ref, include_deleted=include_deleted)
-    if session.is_idle_too_long and sessions.end_if_idle(session):
+    if session.is_idle_too_long and lifecycle.end_if_idle(session):
         if not include_deleted:
             raise BrowserSession.missing(session_ref)
         session = BrowserSession.get_by_id(session.id)
     if session.is_active and activity:
-        sessions.touch(session)
+        lifecycle.touch(session)
     return session
 
 
@@ -38,7 +38,7 @@ class Browsers(MethodView):
     @blp.response(200, schemas.BrowserSchema(many=True), headers=PAGE_HEADERS)
     def get(self, args):
         """List browser sessions of the project, newest first (`tags[key]=value` filters, ANDed)"""
-        sessions.expire_idle(g.project.org_id)
+        lifecycle.expire_idle(g.project.org_id)
         status = args.get("status") or ("all" if args.get("include_deleted") else "active")
         found = sessions.listing(g.project.id, status=status, query=args.get("query"), region=args.get("region"),
                                  tags=schemas.tag_filters(request.args))
@@ -69,7 +69,7 @@ class BrowserByRef(MethodView):
     @blp.response(204)
     def delete(self, session_ref):
         """End a browser session (its record stays, with deleted_at)"""
-        sessions.end(find(session_ref))
+        lifecycle.end(find(session_ref))
 
 
 @blp.route("/<session_ref>/telemetry/events")

@@ -3,6 +3,7 @@ from flask import current_app, g, request
 from flask.views import MethodView
 
 from app.browsers import sessions
+from app.browsers.lifecycle import end as end_session
 from app.browsers.schemas import InvocationBrowsersSchema
 from app.core import sse
 from app.core.api import Blueprint
@@ -98,4 +99,4 @@ class InvocationBrowsers(MethodView):
     def delete(self, invocation_id):
         """End every active browser session of the invocation"""
         for session in sessions.of_invocation(find(invocation_id)):
-            sessions.end(session)
+            end_session(session)

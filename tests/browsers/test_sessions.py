@@ -476,14 +476,14 @@ def test_cdp_urls_follow_the_public_base_url(make_app):
 def test_a_lost_host_ends_its_session_with_one_system_event_when_workers_sweep_at_once(app, client, monkeypatch):
     """Every worker sweeps for lost hosts; a second sweep that runs while the first is ending the
     session (here: from inside the first's end) must not write a second event."""
-    from app.browsers import sessions
+    from app.browsers import lifecycle
     from app.browsers.models import BrowserHost, BrowserSession
 
     session_id = client.post("/browsers", json={"telemetry": {"enabled": True}}).get_json()["session_id"]
     with app.app_context(), db.connection_context():
         host = BrowserHost.create(name="gone", address="http://127.0.0.1:1", capacity=2, heartbeat_at=clock.EPOCH)
         BrowserSession.update(host=host.id).where(BrowserSession.id == session_id).execute()
-    end, swept_again = sessions.end, []
+    end, swept_again = lifecycle.end, []
 
     def end_after_another_sweep(session, *args, **kwargs):
         if not swept_again:
@@ -491,7 +491,7 @@ def test_a_lost_host_ends_its_session_with_one_system_event_when_workers_sweep_a
             lost_hosts.end_sessions_of_lost_hosts()
         return end(session, *args, **kwargs)
 
-    monkeypatch.setattr(sessions, "end", end_after_another_sweep)
+    monkeypatch.setattr(lifecycle, "end", end_after_another_sweep)
     with app.app_context():
         lost_hosts.end_sessions_of_lost_hosts()
     assert swept_again

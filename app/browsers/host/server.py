@@ -45,7 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from app.browsers import hosts, logs, sessions, telemetry
+from app.browsers import hosts, lifecycle, logs, telemetry
 from app.browsers.host import launch, sandbox, storage
 from app.browsers.host.capture import Capture, LogTail, exit_metadata
 from app.browsers.host.cdp import CdpClient, CdpError
@@ -243,7 +243,7 @@ class BrowserHostServer:
     def touch(self, session_ids):
         """A connected CDP client is activity: the idle timeout counts from when the last one left."""
         for session in BrowserSession.active().where(BrowserSession.id.in_(session_ids)):
-            sessions.touch(session)
+            lifecycle.touch(session)
 
     # -- browsers --------------------------------------------------------------------------
 
@@ -568,7 +568,7 @@ def memory_mb(body):
 def _end_here(session, reason):
     """End a session this host already stopped (nothing to ask the host, which may not serve yet)."""
     session.host_id = None
-    sessions.end(session, reason)
+    lifecycle.end(session, reason)
 
 
 def _process_exists(pid):
