@@ -25,7 +25,8 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; `socat`, inside the
   sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home), which only this
-  host and the workers on this machine (root) open. No host TCP port.
+  host and the workers on this machine (root) open, never through a link and only as a socket of the
+  sandbox's user (the sandbox can write that folder: app/core/splice.connect_unix). No host TCP port.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
   caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host.
 
@@ -170,7 +171,8 @@ def probe(policy):
 
 
 class Sandbox:
-    """One session's sandbox, laid out in `workdir` (home/, run/, etc/) and named after it."""
+    """One session's sandbox, named after its host's folder for the session (`workdir`), its own folders
+    (home/, run/, etc/, extensions/) under the policy's root."""
 
     def __init__(self, workdir, policy, *, memory_mb, allowed_hosts=None):
         self.workdir = Path(workdir).absolute()
