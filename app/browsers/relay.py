@@ -72,9 +72,12 @@ def relay(session, target_path=""):
 
 def _open_through_host(session, target_path):
     address = urlsplit(session.host.address)
-    return _handshake(lambda: socket.create_connection((address.hostname, address.port or 80), timeout=10),
-                      f"/sessions/{session.id}/cdp{target_path}",
-                      [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"], session)
+    try:
+        upstream = socket.create_connection((address.hostname, address.port or 80), timeout=10)
+    except OSError:
+        raise _unreachable(session) from None
+    return _handshake(upstream, f"/sessions/{session.id}/cdp{target_path}",
+                      [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"])
 
 
 def _open_direct(session, target_path):
@@ -93,16 +96,13 @@ def _open_direct(session, target_path):
         return None
     except OSError:
         raise _unreachable(session) from None
-    return _handshake(lambda: upstream, target_path or devtools.browser_path, [f"Host: {devtools.host}"], session)
+    return _handshake(upstream, target_path or devtools.browser_path, [f"Host: {devtools.host}"])
 
 
-def _handshake(connect, path, headers, session):
-    try:
-        upstream = connect()
-    except OSError:
-        raise _unreachable(session) from None
+def _handshake(upstream, path, headers):
+    """`upstream`, the WebSocket handshake sent on it (with its 10 s timeout until it is answered)."""
     upstream.sendall(upgrade_request(path, headers, request.headers))
-    return upstream  # with its 10 s timeout until the handshake is answered
+    return upstream
 
 
 def _unreachable(session):

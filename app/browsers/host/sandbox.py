@@ -518,6 +518,14 @@ class Cgroup:
             _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
             _write(pids / "pids.max", pids_max)
 
+    def limits(self):
+        """(memory cap in bytes, most processes and threads) as the kernel holds them."""
+        if self.unified():
+            folder = self.folders()[0]
+            return int((folder / "memory.max").read_text()), int((folder / "pids.max").read_text())
+        memory, pids = self.folders()
+        return int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text())
+
     def pids(self):
         found = set()
         for path in self.procs_files():

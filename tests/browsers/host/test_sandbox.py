@@ -111,6 +111,7 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
         assert process.stdout.readline().strip() == "session"  # its home, and nothing else, in /home
         assert process.pid in box.cgroup.pids()
         assert Path(f"/var/run/netns/{box.name}").exists()
+        assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox.SandboxPolicy().pids_max)
     finally:
         box.destroy()
     process.wait(timeout=10)
