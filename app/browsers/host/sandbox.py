@@ -325,7 +325,9 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner
 
 # The launcher inside the sandbox: an X display when asked (a fixed number: /tmp and the network
 # namespace, where X's abstract socket lives, are the sandbox's own), the DevTools socket (socat's
-# 8 KiB default buffer cut a 2.7 MB screenshot into hundreds of copies), then the browser in its place
+# 8 KiB default buffer cut a 2.7 MB screenshot into hundreds of copies; its "connection refused" while
+# Chromium starts, which the host's first looks meet, is no part of the browser's log), then the browser
+# in its place
 # (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
@@ -340,7 +342,7 @@ if [ "$1" = --screen ]; then
   export DISPLAY=:99
 fi
 shift
-socat -b 262144 UNIX-LISTEN:/run/lantern/devtools.sock,fork,mode=600 TCP:127.0.0.1:9222 &
+socat -b 262144 UNIX-LISTEN:/run/lantern/devtools.sock,fork,mode=600 TCP:127.0.0.1:9222 2>/dev/null &
 exec "$@"
 """
 # Write our pid into each cgroup.procs given (their count first), then run the rest.
