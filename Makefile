@@ -75,17 +75,21 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[test]'
 	touch $@ $(VENV)/.installed
 
-# The API (gunicorn) and a browser host beside it; Ctrl-C stops both (the host stops its browsers).
-# A host that dies is started again (its sessions end host_restarted) while the API goes on serving;
-# one that was stopped (exit status 0) or cannot take its port (3, said in one line) is not.
+# The API (gunicorn) and a browser host beside it (its own program, `python -m browserhost`, with
+# no database access: it talks to the API with the credential `browsers hosts add` gives it, made
+# anew at each start); Ctrl-C stops both (the host stops its browsers). A host that dies is started
+# again (its sessions end host_restarted) while the API goes on serving; one that was stopped (exit
+# status 0), cannot take its port (3, said in one line) or was refused by the API (4) is not.
 run: install browser-packages
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
-	@$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
+	@credential="$$($(FLASK) browsers hosts add local --replace --quiet)" || exit 1; \
+	$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app & app=$$!; \
 	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; while kill -0 $$app 2>/dev/null; do \
-		$(FLASK) browsers host --bind 127.0.0.1:$(BROWSER_HOST_PORT) & child=$$!; wait $$child; status=$$?; \
-		case $$status in 0|3) exit $$status;; esac; kill -0 $$app 2>/dev/null || exit 0; \
+		LANTERN_BROWSER_HOST_CREDENTIAL="$$credential" LANTERN_APP_URL=http://127.0.0.1:$(PORT) \
+			$(BIN)/python -m browserhost --bind 127.0.0.1:$(BROWSER_HOST_PORT) & child=$$!; wait $$child; status=$$?; \
+		case $$status in 0|3|4) exit $$status;; esac; kill -0 $$app 2>/dev/null || exit 0; \
 		echo "The browser host stopped (exit status $$status); starting a new one: its sessions end host_restarted."; \
 		sleep 1; \
 	done ) & host=$$!; \
@@ -115,7 +119,7 @@ bench-instructions: install-test
 
 lint: install-test
 	$(PIP) ruff
-	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app tests bench wsgi.py gunicorn.conf.py
+	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app browserhost lantern_wire tests bench wsgi.py gunicorn.conf.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

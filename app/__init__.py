@@ -39,6 +39,7 @@ def create_app(test_config=None):
     auth.init_app(app)
     api = core_api.Api(app)
     register_blueprints(api)
+    register_internal_blueprints(app)
     docs.init_app(app)
     errors.register_error_handlers(app)
     register_commands(app)
@@ -61,6 +62,13 @@ def register_blueprints(api):
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
                       profiles_blp, extensions_blp, invocations_blp, browsers_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
+
+
+def register_internal_blueprints(app):
+    """Routes outside the public API and its OpenAPI document."""
+    from app.browsers.host_api import blp as host_api_blp
+
+    app.register_blueprint(host_api_blp)
 
 
 def register_periodic_tasks(app):

@@ -94,41 +94,14 @@ class DefaultConfig:
     BROWSER_EXTERNAL_LIVE_VIEW_URL = None
     # Retry-After of a 429 when a session cap is reached.
     BROWSER_RETRY_AFTER_SECONDS = 5
-    # Browser hosts (`flask browsers host`, app/browsers/hosts.py): each heart-beats every
-    # BROWSER_HOST_HEARTBEAT_SECONDS; one silent for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new
-    # sessions; its sessions end). Hosts and the app share BROWSER_HOST_SECRET (None: generated
-    # once into instance/browser-host.secret, which is enough on one machine). A host takes
-    # BROWSER_HOST_CAPACITY browsers (None: its memory / BROWSER_HOST_MEMORY_PER_BROWSER_MB, as an
-    # idle headless Chromium is ~380 MB PSS here), keeps their folders under BROWSER_HOST_DIR
-    # (None: instance/browser-host) and runs BROWSER_CHROMIUM_PATH (None: Debian's
-    # /usr/lib/chromium/chromium). The app waits BROWSER_HOST_START_SECONDS for a browser to start.
-    BROWSER_HOST_SECRET = None
+    # Browser hosts (browserhost/, its own program with its own settings: browserhost/settings.py;
+    # app/browsers/hosts.py): each is added with a credential (`flask browsers hosts add NAME`) and
+    # heart-beats every BROWSER_HOST_HEARTBEAT_SECONDS (the app tells it at registration); one silent
+    # for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new sessions; its sessions end). The app waits
+    # BROWSER_HOST_START_SECONDS for a browser to start.
     BROWSER_HOST_HEARTBEAT_SECONDS = 2
     BROWSER_HOST_TIMEOUT_SECONDS = 10
-    BROWSER_HOST_CAPACITY = None
-    BROWSER_HOST_MEMORY_PER_BROWSER_MB = 512
-    BROWSER_HOST_DIR = None
-    BROWSER_CHROMIUM_PATH = None
     BROWSER_HOST_START_SECONDS = 30
-    # Sandboxes (app/browsers/host/sandbox.py; docs/browsers.md, "Isolation"). "on": each session's
-    # browser runs in a sandbox of its own (own files, unprivileged user, network namespace, cgroup),
-    # and a host that cannot make one starts no browser and says why; "off": browsers run as the
-    # host's user on its files and network, with a warning at the host's start.
-    BROWSER_SANDBOX = "on"
-    # The unprivileged user sandboxes run as (a name or a uid); `make run` creates lantern-browser.
-    BROWSER_SANDBOX_USER = "lantern-browser"
-    # Where sandboxes keep their folders (home, DevTools socket): a path the sandbox user can walk, so not
-    # under a home folder; every host of the machine may share it.
-    BROWSER_SANDBOX_DIR = "/var/lib/lantern/sandboxes"
-    # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
-    # none by default): for a development server, or tests.
-    BROWSER_LOOPBACK_PORTS = ""
-    # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
-    BROWSER_ALLOWED_NETWORKS = ""
-    # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB
-    # headful by default; past it the session ends with end_reason "oom"), and this many processes and
-    # threads.
-    BROWSER_SANDBOX_PIDS = 1024
     # Retry-After of a 503 when no browser host has room.
     BROWSER_CAPACITY_RETRY_AFTER_SECONDS = 5
     # Where clients reach this server (cdp_ws_url; the hosted login page unless AUTH_PUBLIC_BASE_URL

@@ -3,7 +3,7 @@
 Starts gunicorn (1 gevent worker, host driver) and one browser host on a private database, once
 with BROWSER_SANDBOX=off and once with it on, and measures each beside the other in the same run:
 1. Start: POST /browsers to a page loaded over CDP through Lantern's relay, over N sessions one
-   after another; and a bare Chromium started the same way (app.browsers.host.launch), its page
+   after another; and a bare Chromium started the same way (browserhost.launch), its page
    loaded straight over its DevTools port.
 2. Relay: 1,000 `Runtime.evaluate("1")` round trips in a row, and 2 MB screenshots
    (Page.captureScreenshot, PNG, of a page of random pixels), through the relay and straight to the
@@ -29,11 +29,10 @@ import websocket
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.browsers.cli import memory_capacity  # noqa: E402
-from app.browsers.host import launch, sandbox  # noqa: E402
-from app.browsers.host.cdp import DevTools  # noqa: E402
-from app.config import DefaultConfig  # noqa: E402
-from tests.browsers.host.helpers import Site  # noqa: E402
+from browserhost import launch, sandbox  # noqa: E402
+from browserhost.settings import DEFAULTS, memory_capacity  # noqa: E402
+from lantern_wire.devtools import DevTools  # noqa: E402
+from tests.browserhost.helpers import Site  # noqa: E402
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/browsers.py", *sys.argv[1:]])
@@ -95,7 +94,7 @@ def start_times(base_url, key, site_url, count):
 
 
 def bare_start_times(site_url, count):
-    """The same with a bare Chromium started by app.browsers.host.launch, its page loaded over its port."""
+    """The same with a bare Chromium started by browserhost.launch, its page loaded over its port."""
     binary, times = launch.find_chromium(), []
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(count):
@@ -204,7 +203,7 @@ def report(results, bare, count, round_trips):
         processes, pss, rss = results[mode]["memory"]
         print(f"| {mode} | {processes} | {pss / 1024:.0f} | {rss / 1024:.0f} |")
     print(f"\nPSS ratio (on / off): {results['on']['memory'][1] / results['off']['memory'][1]:.2f}")
-    per_browser = DefaultConfig.BROWSER_HOST_MEMORY_PER_BROWSER_MB
+    per_browser = DEFAULTS["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]
     print(f"\nBrowsers per host: {memory_capacity(per_browser)} here either way (80% of memory at {per_browser} MB "
           "each; the sandbox changes neither).")
 
@@ -217,17 +216,17 @@ def lantern_with_a_host(sandbox_setting):
     with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
         workdir = Path(scratch)
         env = server_env(database_url, workdir)
-        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_SECRET="bench",
-                   LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"), LANTERN_BROWSER_SANDBOX=sandbox_setting)
+        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"),
+                   LANTERN_BROWSER_SANDBOX=sandbox_setting)
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        host, _ = browser_host(env, workdir, "bench", capacity=4)
-        try:
-            with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
+        with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
+            host, _ = browser_host(env, workdir, "bench", capacity=4, app_url=base_url)
+            try:
                 yield base_url, key, host, workdir
-        finally:
-            host.terminate()
-            host.wait(timeout=30)
+            finally:
+                host.terminate()
+                host.wait(timeout=30)
 
 
 def main():

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from browsers import Cdp, lantern_with_a_host, pct  # noqa: E402  (bench/ is this script's first sys.path entry)
 
-from app.browsers.host import launch  # noqa: E402
-from tests.browsers.host.helpers import Site  # noqa: E402
+from browserhost import launch  # noqa: E402
+from tests.browserhost.helpers import Site  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/capture.py", *sys.argv[1:]])
 # Console only: the default set's connection events would take seqs of their own.

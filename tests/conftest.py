@@ -56,7 +56,7 @@ def make_app(database_url, tmp_path):
     def make(**config):
         made.append(create_app({"TESTING": True, "DATABASE_URL": database_url, "BLOB_DIR": str(tmp_path / "blobs"),
                                 "ENCRYPTION_KEYS": [TEST_ENCRYPTION_KEY], "BROWSER_DRIVER": "external",
-                                "BROWSER_HOST_SECRET": "test-host-secret", **config}))
+                                **config}))
         return made[-1]
 
     yield make

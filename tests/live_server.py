@@ -20,7 +20,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from app.browsers.host import sandbox
+from browserhost import sandbox
+from browserhost import settings as host_settings
+from lantern_wire.hosts import control_key
 from tests.fakes import LOOPBACK_PORTS_SETTING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +39,6 @@ SERVER_SETTINGS = {
     "LANTERN_BLOB_GRACE_SECONDS": "0",
     # Browsers come from the ingest endpoints unless a test starts a browser host (tests/browsers/live/).
     "LANTERN_BROWSER_DRIVER": "external",
-    "LANTERN_BROWSER_HOST_SECRET": "test-host-secret",
     # A sandboxed browser reaches the tests' local sites (tests.fakes.LocalServer) and no other host port.
     "LANTERN_BROWSER_LOOPBACK_PORTS": LOOPBACK_PORTS_SETTING,
 }
@@ -191,28 +192,41 @@ def cannot_sandbox():
     return sandbox.probe(sandbox.SandboxPolicy())
 
 
-def browser_host(env, workdir, name, capacity, *, port=None, advertise="127.0.0.1"):
-    """(process, port) of `flask browsers host` on 127.0.0.1, once it answers its health check.
+def host_env(env, app_url, credential):
+    """A browser host's environment: its own settings taken from `env` (the app's), where the app is and its
+    credential; no database URL and no encryption keys (it has no use for them, and must work without)."""
+    host = {name: value for name, value in os.environ.items() if not name.startswith(("LANTERN_", "KERNEL_"))}
+    host.update({f"LANTERN_{name}": env[f"LANTERN_{name}"] for name in host_settings.DEFAULTS
+                 if f"LANTERN_{name}" in env})
+    host.update(LANTERN_APP_URL=app_url, LANTERN_BROWSER_HOST_CREDENTIAL=credential, PYTHONUNBUFFERED="1")
+    if cannot_sandbox():
+        host["LANTERN_BROWSER_SANDBOX"] = "off"
+    return host
+
+
+def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise="127.0.0.1"):
+    """(process, port) of `python -m browserhost` on 127.0.0.1, added to the app as `name` (a new credential),
+    once it answers its health check.
 
     Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
     the host's own relay for any other name (as for a host on another machine). On a machine that
     cannot sandbox, browsers run without (the isolation tests skip, saying why). The caller stops it.
     """
     port = port or free_port()
-    if cannot_sandbox():
-        env = {**env, "LANTERN_BROWSER_SANDBOX": "off"}
+    credential = run_cli(env, "browsers", "hosts", "add", name, "--replace", "--quiet").strip()
     log_path = Path(workdir) / f"host-{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [str(BIN / "flask"), "--app", "app", "browsers", "host", "--bind", f"127.0.0.1:{port}",
-             "--name", name, "--capacity", str(capacity), "--advertise", f"http://{advertise}:{port}"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [sys.executable, "-m", "browserhost", "--bind", f"127.0.0.1:{port}", "--capacity", str(capacity),
+             "--advertise", f"http://{advertise}:{port}"],
+            cwd=ROOT, env=host_env(env, app_url, credential), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + STARTUP_SECONDS
     while True:
         try:
             health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5,
-                               headers={"Authorization": f"Bearer {env['LANTERN_BROWSER_HOST_SECRET']}"})
+                               headers={"Authorization": f"Bearer {control_key(credential)}"})
             if health.status_code == 200 and health.json()["name"] == name:
+                process.credential = credential
                 return process, port
         except httpx.TransportError:
             pass

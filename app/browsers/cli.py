@@ -1,19 +1,14 @@
-"""`flask --app app browsers ...`: the browser host; archive pruning and ending timed-out sessions, for cron."""
-import errno
-import os
-import socket
-import sys
-
+"""`flask --app app browsers ...`: browser hosts' credentials; archive pruning and ending timed-out sessions, for
+cron. The browser host itself is its own program (`python -m browserhost`)."""
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.browsers import lifecycle, telemetry
+from app.browsers import hosts, lifecycle, telemetry
+from app.browsers.lost_hosts import end_sessions_of_lost_hosts
 from app.core.db import db
+from app.core.errors import ApiError
 from app.orgs.models import Organization
-
-# The host's exit status when its port is taken (make run then does not start it again).
-PORT_TAKEN = 3
 
 browsers_cli = AppGroup("browsers", help="Browser sessions and their telemetry.")
 
@@ -31,43 +26,51 @@ def prune_command(retention_seconds):
     click.echo(f"deleted {deleted['TelemetryEvent']} telemetry event(s) and {deleted['BrowserLogLine']} log line(s)")
 
 
-@browsers_cli.command("host")
-@click.option("--bind", default="127.0.0.1:8790", show_default=True, help="Address:port of the host's control API.")
-@click.option("--advertise", default=None,
-              help="URL workers reach this host at (default: http://<bind>; set it when binding 0.0.0.0).")
-@click.option("--name", default=None, help="The host's name (default: <machine name>:<port>); keep it across restarts.")
-@click.option("--capacity", type=int, default=None,
-              help="Most browsers at once (default: BROWSER_HOST_CAPACITY, else from the machine's memory).")
-def host_command(bind, advertise, name, capacity):
-    """Run a browser host: it starts, relays and stops the Chromium of the sessions placed on it."""
-    from app.browsers.host.server import BrowserHostServer
-
-    address, _, port = bind.rpartition(":")
-    if not address or not port.isdigit():
-        raise click.BadParameter("give ADDRESS:PORT, e.g. 127.0.0.1:8790", param_hint="--bind")
-    config = current_app.config
-    capacity = (capacity or config["BROWSER_HOST_CAPACITY"]
-                or memory_capacity(config["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]))
-    try:
-        server = BrowserHostServer(current_app._get_current_object(), name=name or f"{socket.gethostname()}:{port}",
-                                   bind=(address, int(port)), advertise=advertise or f"http://{bind}",
-                                   capacity=capacity)
-    except ValueError as error:  # a sandbox setting that does not parse
-        raise click.UsageError(str(error)) from None
-    if not server.binary:
-        click.echo("Chromium is missing: install Debian's chromium (apt-get install chromium); until then this host "
-                   "takes no browser and creates answer 503 no_browser_host.", err=True)
-    try:
-        server.run()
-    except OSError as error:
-        if error.errno != errno.EADDRINUSE:
-            raise
-        click.echo(f"The browser host cannot listen on {bind}: the port is taken. Stop what uses it, or choose "
-                   f"another port: make run BROWSER_HOST_PORT={int(port) + 1} (or --bind).", err=True)
-        sys.exit(PORT_TAKEN)
+hosts_cli = AppGroup("hosts", help="Browser hosts and their credentials (the hosts run `python -m browserhost`).")
+browsers_cli.add_command(hosts_cli)
 
 
-def memory_capacity(per_browser_mb):
-    """As many browsers as 80% of the machine's memory holds."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, int(total * 0.8 // (per_browser_mb * 1024 * 1024)))
+@hosts_cli.command("add")
+@click.argument("name")
+@click.option("--replace", is_flag=True, help="Give an existing (or revoked) host a new credential; the old one "
+              "stops working.")
+@click.option("--quiet", is_flag=True, help="Print the credential alone (for scripts such as make run).")
+def hosts_add_command(name, replace, quiet):
+    """Add a browser host and print its credential (shown once; only its hash is kept)."""
+    with db.connection_context():
+        try:
+            credential = hosts.add(name, replace=replace)
+        except ApiError as error:
+            raise click.ClickException(error.message) from None
+    if quiet:
+        click.echo(credential)
+        return
+    click.echo(f"Browser host {name!r}: its credential, shown once (keep it as a secret of that machine):\n")
+    click.echo(f"    {credential}\n")
+    click.echo("Start the host with it: LANTERN_BROWSER_HOST_CREDENTIAL=<credential> LANTERN_APP_URL=<this app's URL> "
+               "python -m browserhost --bind ADDRESS:PORT (docs/operations.md).")
+
+
+@hosts_cli.command("list")
+def hosts_list_command():
+    """The browser hosts: state, address, capacity, sessions, last heartbeat."""
+    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    with db.connection_context():
+        rows = hosts.listing(timeout)
+    if not rows:
+        click.echo("No browser host. Add one: flask --app app browsers hosts add NAME")
+    for row in rows:
+        click.echo(f"{row['name']:<24} {row['state']:<8} {row['address'] or '-':<28} capacity {row['capacity']:<4} "
+                   f"sessions {row['sessions']:<4} heartbeat {row['heartbeat_at']}"
+                   + (f"  ({row['unavailable_reason']})" if row["unavailable_reason"] else ""))
+
+
+@hosts_cli.command("revoke")
+@click.argument("name")
+def hosts_revoke_command(name):
+    """Refuse the host's credential from now on; its sessions end (host_lost)."""
+    with db.connection_context():
+        if not hosts.revoke(name):
+            raise click.ClickException(f"No browser host named {name!r} with a live credential.")
+    end_sessions_of_lost_hosts()
+    click.echo(f"Browser host {name!r} revoked: its requests are refused and its sessions ended.")

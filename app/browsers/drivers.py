@@ -15,6 +15,7 @@ from flask import current_app
 
 from app.browsers import hosts
 from app.browsers.models import DEFAULT_VIEWPORT
+from app.browsers.telemetry_settings import session_categories
 from app.core.errors import ApiError
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
@@ -46,6 +47,9 @@ class Driver(Protocol):
 
     def stop(self, session) -> None:
         """Release the browser of an ended session; must tolerate being called twice."""
+
+    def telemetry_changed(self, session) -> None:
+        """The session's telemetry settings changed (a PATCH): its browser's capture follows."""
 
 
 class ExternalDriver:
@@ -83,9 +87,12 @@ class ExternalDriver:
         # Nothing runs here; the external browser learns of the end from its next ingest (409).
         pass
 
+    def telemetry_changed(self, session):
+        pass  # the ingest keeps only what the settings keep; the browser reads them from the record
+
 
 class HostDriver:
-    """A real Chromium on a browser host (app/browsers/hosts.py, app/browsers/host/).
+    """A real Chromium on a browser host (app/browsers/hosts.py, browserhost/).
 
     Clients reach it only through this server's CDP relay, /browsers/{id}/cdp, with the
     session's token in the URL (or a bearer key). The host is told everything it needs
@@ -123,7 +130,8 @@ class HostDriver:
                 "start_url": settings.get("start_url"),
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
-                "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None}
+                "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,
+                "categories": session_categories(session)}
         hosts.new_cdp_token(session)  # saved with the endpoints
         try:
             hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
@@ -157,6 +165,18 @@ class HostDriver:
             return
         if save and answer and answer.get("profile_state") is not None:
             save_profile_state(session.profile_id, answer["profile_state"])
+
+
+    def telemetry_changed(self, session):
+        """The host's capture turns categories on and off at once (its heartbeat also carries them)."""
+        if session.host_id is None:
+            return
+        try:
+            hosts.call(session.host, "PUT", f"/sessions/{session.id}/categories",
+                       {"categories": session_categories(session)}, timeout=10)
+        except hosts.HostError as error:
+            logger.info("the host of session %s did not take its new categories (its heartbeat will): %s",
+                        session.id, error)
 
 
 def _archive(extension_id):

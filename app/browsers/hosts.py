@@ -1,14 +1,15 @@
-"""Browser hosts as the app sees them: placing a session on a live host with room, the
-host's control API (start and stop a browser), the shared secret and the per-session CDP
-token (random, stored hashed). Lost hosts' sessions end in app/browsers/lost_hosts.py.
+"""Browser hosts as the app sees them: their credentials, placing a session on a live host with room,
+the host's control API (start and stop a browser) and the per-session CDP token (random, stored
+hashed). What hosts report comes in through app/browsers/host_reports.py; lost hosts' sessions end in
+app/browsers/lost_hosts.py.
 
-The host process itself is app/browsers/host/ (`flask browsers host`).
+The host program itself is browserhost/ (`python -m browserhost`); lantern_wire/hosts.py is what both
+sides share: the credential's two uses, the internal API's paths.
 """
 import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 import urllib.error
 import urllib.request
@@ -17,13 +18,13 @@ from flask import current_app
 from peewee import fn
 
 from app.browsers.models import BrowserHost, BrowserSession
-from app.core import crypto, urls
+from app.core import clock, crypto, urls
 from app.core.db import exclusive
-from app.core.errors import ApiError, bad_request
+from app.core.errors import ApiError, bad_request, conflict
+from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
-SECRET_FILE = "browser-host.secret"
-# Direct connections only: the secret goes to the host and nowhere else.
+# Direct connections only: a host's key goes to that host and nowhere else.
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -35,16 +36,58 @@ class HostError(Exception):
         self.status, self.code = status, code
 
 
-# -- the shared secret and CDP tokens ---------------------------------------------------------
+# -- credentials ---------------------------------------------------------------------------
 
-def secret(app=None):
-    """BROWSER_HOST_SECRET, else the instance file (created once, mode 0600); read once per app."""
-    app = app or current_app
-    if "browser_host_secret" not in app.extensions:
-        app.extensions["browser_host_secret"] = app.config["BROWSER_HOST_SECRET"] or crypto.load_or_create_key_file(
-            os.path.join(app.instance_path, SECRET_FILE), lambda: secrets.token_urlsafe(32), "browser host secret")[0]
-    return app.extensions["browser_host_secret"]
+def add(name, *, replace=False):
+    """A new credential for the host `name` (added when new; with `replace`, an existing host's credential
+    is replaced and a revoked one is let in again); shown once, only its hash and the control key kept."""
+    credential = "lbh_" + secrets.token_urlsafe(32)
+    fields = {"credential_hash": credential_hash(credential), "control_key": crypto.encrypt(control_key(credential)),
+              "revoked_at": None}
+    host = BrowserHost.get_or_none(BrowserHost.name == name)
+    if host is None:
+        BrowserHost.create(name=name, address="", capacity=0, heartbeat_at=clock.EPOCH, **fields)
+    elif replace:
+        BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
+    else:
+        raise conflict("browser_host_exists", f"A browser host named {name!r} exists; revoke it first, or replace "
+                       "its credential (--replace).")
+    return credential
 
+
+def revoke(name):
+    """Refuse the host's credential from now on; its sessions end host_lost (lost_hosts' sweep). False: no such host."""
+    return BrowserHost.update(revoked_at=clock.now(), heartbeat_at=clock.EPOCH).where(
+        (BrowserHost.name == name) & BrowserHost.revoked_at.is_null()).execute() == 1
+
+
+def listing(timeout_seconds):
+    """Every host as `hosts list` shows it: name, state (live, silent, revoked), address, capacity, sessions."""
+    live = {host.id for host in BrowserHost.live(timeout_seconds)}
+    load = _load([host.id for host in BrowserHost.select(BrowserHost.id)])
+    return [{"name": host.name, "address": host.address, "capacity": host.capacity, "sessions": load.get(host.id, 0),
+             "state": "revoked" if host.revoked_at else "live" if host.id in live else "silent",
+             "heartbeat_at": clock.isoformat(host.heartbeat_at) if host.heartbeat_at > clock.EPOCH else "never",
+             "unavailable_reason": host.unavailable_reason}
+            for host in BrowserHost.select().order_by(BrowserHost.name)]
+
+
+def authenticate(credential):
+    """The host whose credential this is, unless it was revoked; else None."""
+    if not credential:
+        return None
+    return BrowserHost.get_or_none((BrowserHost.credential_hash == credential_hash(credential))
+                                   & BrowserHost.revoked_at.is_null())
+
+
+def control_authorization(host):
+    """The Authorization header the app calls `host` with (its own key, never another host's)."""
+    if not host.control_key:
+        raise HostError(f"browser host {host.name} has no credential: add it (flask browsers hosts add)")
+    return f"Bearer {crypto.decrypt(host.control_key)}"
+
+
+# -- CDP tokens ------------------------------------------------------------------------------
 
 def new_cdp_token(session):
     """Give `session` a new random CDP token (its hash to check, the token encrypted for its record); the token."""
@@ -60,7 +103,7 @@ def cdp_token(session):
 
 def token_matches(session, token):
     """Whether `token` is the session's: it opens that session only, and only while it is active (the
-    relay checks); neither the host secret nor the encryption keys alone give it."""
+    relay checks); neither a host credential nor the encryption keys alone give it."""
     return bool(token and session.cdp_token_hash) and hmac.compare_digest(_token_hash(token), session.cdp_token_hash)
 
 
@@ -83,9 +126,9 @@ def place(*, headful):
     retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
     hosts = list(BrowserHost.live(config["BROWSER_HOST_TIMEOUT_SECONDS"]))
     if not hosts:
-        raise ApiError(503, "no_browser_host", "No browser host is running. Start one with `flask --app app browsers "
-                       "host` (make run does); it needs Debian's chromium (apt-get install chromium).",
-                       headers=retry_after)
+        raise ApiError(503, "no_browser_host", "No browser host is running. Add one (flask --app app browsers hosts "
+                       "add NAME) and start it with its credential (python -m browserhost; make run does both); it "
+                       "needs Debian's chromium (apt-get install chromium).", headers=retry_after)
     usable = [h for h in hosts if not h.unavailable_reason]
     if not usable:
         reasons = "; ".join(f"{h.name}: {h.unavailable_reason}" for h in hosts)
@@ -119,7 +162,7 @@ def call(host, method, path, body=None, *, timeout):
     """The host's JSON answer to `method path`; HostError when it cannot be reached or refuses."""
     data = None if body is None else json.dumps(body).encode()
     outgoing = urllib.request.Request(host.address.rstrip("/") + path, data=data, method=method, headers={
-        "Authorization": f"Bearer {secret()}", "Content-Type": "application/json"})
+        "Authorization": control_authorization(host), "Content-Type": "application/json"})
     try:
         with _opener.open(outgoing, timeout=timeout) as response:
             return json.loads(response.read() or b"null")

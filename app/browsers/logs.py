@@ -10,8 +10,9 @@ from app.core import clock
 from app.core.db import exclusive
 
 
-def ingest(session, source, log_name, lines, *, from_host=False):
-    """Store log lines; `from_host` as for telemetry.ingest (not activity; followers are in other processes)."""
+def ingest(session, source, log_name, lines, *, from_host=False, batch=None):
+    """Store log lines; `from_host` and `batch` as for telemetry.ingest (not activity; followers are in other
+    processes; a batch applied before is not applied again: 0)."""
     now = clock.now()
     rows = [{"session": session.id, "source": source, "log_name": log_name,
              "timestamp": line.get("timestamp") or now, "message": line["message"], "received_at": now}
@@ -20,8 +21,12 @@ def ingest(session, source, log_name, lines, *, from_host=False):
     # "ids above n" never skips one, and none lands after the session ended.
     with exclusive(session):
         current = BrowserSession.get_by_id(session.id)
+        if batch is not None and batch <= current.host_batch:
+            return 0
         if current.is_active and not current.is_idle_too_long:
             BrowserLogLine.insert_many(rows).execute()
+            if batch is not None:
+                BrowserSession.update(host_batch=batch).where(BrowserSession.id == session.id).execute()
     if not current.is_active or current.is_idle_too_long:
         lifecycle.end_if_idle(current)
         raise lifecycle.ended_error(current)

@@ -20,26 +20,30 @@ from app.core.ids import new_id
 from app.profiles.models import Profile
 from app.projects.models import Project
 from app.projects.resources import active_resource_counter
+from lantern_wire.hosts import (
+    ENDED_BY_BROWSER_EXIT,
+    ENDED_BY_HOST_RESTART,
+    ENDED_BY_HOST_STOP,
+    ENDED_BY_OOM,
+)
 
 # The viewport of a session created without one: what its record shows and what its pages measure.
 DEFAULT_VIEWPORT = {"width": 1920, "height": 1080, "refresh_rate": 25}
 # Why a session ended: the record's end_reason (a Lantern field beside deleted_at).
 ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
-# ...its browser host stopped heart-beating, restarted without it, or stopped; its browser failed to
-# start, or exited by itself.
-ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP = "host_lost", "host_restarted", "host_stopped"
-ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT = "launch_failed", "browser_exited"
-# A process of the session's sandbox went past its memory cap and the kernel killed it.
-ENDED_BY_OOM = "oom"
+# ...its browser host stopped heart-beating (or its credential was revoked); its browser failed to start;
+# and the reasons a host reports (lantern_wire.hosts: restarted, stopped, browser exited, out of memory).
+ENDED_BY_HOST_LOST, ENDED_BY_LAUNCH_FAILURE = "host_lost", "launch_failed"
 END_REASONS = (ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP,
                ENDED_BY_LAUNCH_FAILURE, ENDED_BY_BROWSER_EXIT, ENDED_BY_OOM)
 
 
 class BrowserHost(BaseModel):
-    """A browser host process (`flask browsers host`): it owns the Chromium processes of the
-    sessions placed on it. It registers at start (by name, so a restart is the same host)
-    and heart-beats; a host whose heartbeat is older than BROWSER_HOST_TIMEOUT_SECONDS is
-    lost: it gets no new session and its sessions end."""
+    """A browser host (browserhost/, `python -m browserhost`): it owns the Chromium processes of the
+    sessions placed on it. It is added with a credential (`flask browsers hosts add NAME`), registers
+    with it at each start and heart-beats; a host whose heartbeat is older than
+    BROWSER_HOST_TIMEOUT_SECONDS is lost: it gets no new session and its sessions end. A revoked
+    host's credential opens nothing."""
 
     id = CharField(primary_key=True, default=new_id)
     name = CharField(unique=True)
@@ -52,10 +56,16 @@ class BrowserHost(BaseModel):
     unavailable_reason = TextField(null=True)
     started_at = UtcDateTimeField(default=clock.now)
     heartbeat_at = UtcDateTimeField(default=clock.now)
+    # SHA-256 of its credential (lantern_wire.hosts.credential_hash); the key the app calls it with,
+    # encrypted; when its credential was revoked.
+    credential_hash = CharField(null=True, unique=True)
+    control_key = CiphertextField(null=True)
+    revoked_at = UtcDateTimeField(null=True)
 
     @classmethod
     def live(cls, timeout_seconds):
-        return cls.select().where(cls.heartbeat_at > clock.now() - timedelta(seconds=timeout_seconds))
+        return cls.select().where((cls.heartbeat_at > clock.now() - timedelta(seconds=timeout_seconds))
+                                  & cls.revoked_at.is_null())
 
 
 class BrowserSession(BaseModel):
@@ -101,6 +111,8 @@ class BrowserSession(BaseModel):
     telemetry_dropped = BigIntegerField(default=0)
     # The highest telemetry ts archived so far (the newest archive row's ts_high).
     telemetry_ts_high = BigIntegerField(default=0)
+    # The newest report batch of its host applied (lantern_wire.hosts): a batch sent again is not applied twice.
+    host_batch = BigIntegerField(default=0)
     # The browser host running this session's Chromium (host driver only).
     host = ForeignKeyField(BrowserHost, null=True, backref="sessions", on_delete="SET NULL")
 

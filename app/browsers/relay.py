@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 from flask import Response, request
 
 from app.browsers import hosts
-from app.browsers.host.cdp import DevTools
 from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
-from app.core.splice import splice, upgrade_request
+from lantern_wire.devtools import DevTools
+from lantern_wire.splice import splice, upgrade_request
 
 HANDSHAKE_LIMIT = 64 * 1024
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -77,7 +77,7 @@ def _open_through_host(session, target_path):
     except OSError:
         raise _unreachable(session) from None
     return _handshake(upstream, f"/sessions/{session.id}/cdp{target_path}",
-                      [f"Host: {address.netloc}", f"Authorization: Bearer {hosts.secret()}"])
+                      [f"Host: {address.netloc}", f"Authorization: {hosts.control_authorization(session.host)}"])
 
 
 def _open_direct(session, target_path):
@@ -88,8 +88,7 @@ def _open_direct(session, target_path):
         endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
     except hosts.HostError:
         raise _unreachable(session) from None
-    devtools = DevTools(endpoint["browser_path"], socket_path=endpoint.get("socket"), owner=endpoint.get("owner"),
-                        port=endpoint.get("port"))
+    devtools = DevTools.from_json(endpoint)
     try:
         upstream = devtools.connect(timeout=10)
     except PermissionError:

@@ -206,6 +206,8 @@ def update(session, args):
             settings["disable_default_proxy"] = args["disable_default_proxy"]
         current.settings = json.dumps(settings)
         save_or_conflict(current, name_taken(current.name))
+    if args.get("telemetry"):
+        driver_named(current.driver).telemetry_changed(current)
     return current
 
 

@@ -16,6 +16,7 @@ from peewee import SqliteDatabase
 from app import streams
 from app.browsers import lifecycle
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
+from app.browsers.telemetry_settings import captured
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, sse
 from app.core.db import db, exclusive
@@ -26,8 +27,6 @@ PRUNE_CHUNK = 5000
 # One lock per stripe of sessions in this process: a batch's seqs enter the buffer in
 # order even when two requests for one session commit back to back.
 _stripes = [threading.Lock() for _ in range(64)]
-# The categories whose events the browser's DevTools protocol produces.
-CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "screenshot")
 
 
 def envelope_frame(seq, body):
@@ -39,32 +38,7 @@ def _stripe(session_id):
     return _stripes[hash(session_id) % len(_stripes)]
 
 
-def captured(event, config):
-    """Whether the session's telemetry config keeps this event (contract 6.8.2)."""
-    if not config.get("enabled"):
-        return False
-    category = event["category"]
-    categories = config.get("browser") or {}
-    if category == "monitor":  # not configurable: flows while any category fed by CDP is on
-        return any((categories.get(name) or {}).get("enabled") for name in CDP_CATEGORIES)
-    switch = categories.get(category) or {}
-    if not switch.get("enabled"):
-        return False
-    if event["type"] == "cdp_command":
-        excluded = (switch.get("cdp") or {}).get("excluded_methods") or ()
-        return (event.get("data") or {}).get("method") not in excluded
-    return True
-
-
-def enabled_categories(config):
-    """The categories whose events the session's telemetry config keeps (what a capture need produce)."""
-    if not config.get("enabled"):
-        return set()
-    enabled = {name for name, switch in (config.get("browser") or {}).items() if (switch or {}).get("enabled")}
-    return enabled | ({"monitor"} if enabled & set(CDP_CATEGORIES) else set())
-
-
-def ingest(session, events, *, from_host=False):
+def ingest(session, events, *, from_host=False, batch=None, lost=0):
     """Store and publish validated events; returns (accepted, dropped, last_seq).
 
     One transaction per batch: the session row (seq counter, activity) and the
@@ -72,10 +46,14 @@ def ingest(session, events, *, from_host=False):
     `from_host`: a browser host captured them from the browser itself. They are not
     activity (a page that logs forever must not keep its session from idling out), and
     the host serves no stream, so they go to the archive only: workers catch up from it.
+    `batch`: the host's number of this report (app/browsers/host_reports.py); one applied before is not
+    applied again (0 accepted). `lost`: events the host dropped before sending (counted as dropped).
     """
     with _stripe(session.id):
         with exclusive(session):
             current = BrowserSession.get_by_id(session.id)
+            if batch is not None and batch <= current.host_batch:
+                return 0, 0, current.last_seq
             timed_out = current.is_idle_too_long
             if current.is_active and not timed_out:
                 settings = current.options.get("telemetry") or {}  # (options parses its JSON at each read)
@@ -84,8 +62,11 @@ def ingest(session, events, *, from_host=False):
                 now = clock.now()
                 rows, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
                 touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
+                if batch is not None:
+                    touched["host_batch"] = batch
+                not_kept = len(events) - len(kept) + lost
                 (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
-                                       telemetry_dropped=BrowserSession.telemetry_dropped + len(events) - len(kept),
+                                       telemetry_dropped=BrowserSession.telemetry_dropped + not_kept,
                                        telemetry_ts_high=ts_high, **touched)
                  .where(BrowserSession.id == session.id).execute())
         if timed_out:

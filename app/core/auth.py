@@ -11,11 +11,13 @@ from app.core.db import CompiledQuery, matching
 from app.core.errors import ApiError, bad_request, forbidden, project_not_found
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project
+from lantern_wire.hosts import API_PREFIX
 
 PUBLIC_PATHS = {"/", "/favicon.ico", "/openapi.json", "/docs"}
-# Routes that authorise themselves another way: the hosted login page (a flow's handoff code);
-# and Swagger UI's files for /docs (app/core/docs.py), public like /docs itself.
-PUBLIC_PREFIXES = ("/auth/hosted/", "/docs/assets/")
+# Routes that authorise themselves another way: the hosted login page (a flow's handoff code); the
+# internal API for browser hosts (each host's own credential, app/browsers/host_api.py); and Swagger
+# UI's files for /docs (app/core/docs.py), public like /docs itself.
+PUBLIC_PREFIXES = ("/auth/hosted/", API_PREFIX + "/", "/docs/assets/")
 
 
 def unauthorized(message):

@@ -442,7 +442,7 @@ def test_without_a_live_browser_host_creates_are_503_saying_what_to_start(make_a
     response = client_for(app, make_org().plaintext).post("/browsers", json={"headless": True})
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     body = response.get_json()
-    assert body["code"] == "no_browser_host" and "flask --app app browsers host" in body["message"]
+    assert body["code"] == "no_browser_host" and "python -m browserhost" in body["message"]
 
 
 def test_a_host_that_died_but_still_looks_live_gives_no_browser_host_not_a_failed_start(make_app, make_org):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import websocket
 
-from tests.browsers.host.helpers import CHROMIUM
+from tests.browserhost.helpers import CHROMIUM
 from tests.live_server import (
     ROOT,
     browser_host,
@@ -66,9 +66,10 @@ def deployment(tmp_path_factory):
                    LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"))
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "nginx", "--owner-email", "n@x.test").split()[-1]
-        host = browser_host(env, workdir, "nginx", capacity=1)[0] if CHROMIUM else None
-        try:
-            with gunicorn(env, workdir / "a.log") as first, gunicorn(env, workdir / "b.log") as second:
+        with gunicorn(env, workdir / "a.log") as first, gunicorn(env, workdir / "b.log") as second:
+            # The host reports to one app server, as a host on another machine would to its app's address.
+            host = browser_host(env, workdir, "nginx", capacity=1, app_url=first)[0] if CHROMIUM else None
+            try:
                 config = workdir / "nginx.conf"
                 config.write_text(nginx_config(workdir, port, [first.removeprefix("http://"),
                                                                second.removeprefix("http://")]))
@@ -88,9 +89,9 @@ def deployment(tmp_path_factory):
                     yield {"base_url": base_url, "key": key, "gunicorns": (first, second), "workdir": workdir}
                 finally:
                     stop(nginx)
-        finally:
-            if host is not None:
-                stop(host)
+            finally:
+                if host is not None:
+                    stop(host)
 
 
 @pytest.fixture

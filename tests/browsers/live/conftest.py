@@ -13,12 +13,12 @@ import httpx
 import kernel
 import pytest
 
-from app.browsers.host import launch, sandbox
-from app.config import DefaultConfig
-from tests.browsers.host.helpers import CHROMIUM, Site
+from browserhost import launch, sandbox
+from browserhost.settings import DEFAULTS
+from lantern_wire.hosts import control_key
+from tests.browserhost.helpers import CHROMIUM, Site
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
 
-HOST_SECRET = "test-host-secret"
 CAPACITY = 3
 # Short, so that a lost host is noticed within a few seconds.
 HOST_SETTINGS = {"LANTERN_BROWSER_DRIVER": "host", "LANTERN_BROWSER_HOST_HEARTBEAT_SECONDS": "0.5",
@@ -31,6 +31,7 @@ class Host:
     port: int
     process: subprocess.Popen
     workdir: Path
+    credential: str
 
     def stop(self, signum=signal.SIGTERM):
         if self.process.poll() is None:
@@ -39,7 +40,7 @@ class Host:
 
     def health(self):
         return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5,
-                         headers={"Authorization": f"Bearer {HOST_SECRET}"}).json()
+                         headers={"Authorization": f"Bearer {control_key(self.credential)}"}).json()
 
 
 @dataclass
@@ -60,8 +61,9 @@ class Lantern:
     def start_host(self, name, capacity, port=None, advertise="127.0.0.1"):
         """A browser host process registered with this Lantern (tests.live_server.browser_host);
         stopped at the end of the session."""
-        process, port = browser_host(self.env, self.workdir, name, capacity, port=port, advertise=advertise)
-        host = Host(name, port, process, self.workdir / "hosts" / name)
+        process, port = browser_host(self.env, self.workdir, name, capacity, app_url=self.base_url, port=port,
+                                     advertise=advertise)
+        host = Host(name, port, process, self.workdir / "hosts" / name, process.credential)
         self.hosts.append(host)
         return host
 
@@ -93,18 +95,17 @@ def lantern(tmp_path_factory):
         run_cli(env, "db", "upgrade")
         api_key = run_cli(env, "orgs", "create", "--name", "browsers", "--owner-email", "b@x.test").split()[-1]
         run_cli(env, "orgs", "set-limit", "--max-concurrent-sessions", "50")
-        server = Lantern(base_url="", api_key=api_key, env=env, workdir=workdir, hosts=[])
-        try:
-            server.start_host("first", CAPACITY)
-            with gunicorn(env, workdir / "gunicorn.log", workers=2) as base_url:
-                server.base_url = base_url
+        with gunicorn(env, workdir / "gunicorn.log", workers=2) as base_url:
+            server = Lantern(base_url=base_url, api_key=api_key, env=env, workdir=workdir, hosts=[])
+            try:
+                server.start_host("first", CAPACITY)
                 yield server
-        finally:
-            for host in server.hosts:
-                host.stop()
-            # A host a test killed (kill -9) and did not restart, after a failure, left its browsers.
-            for host_dir in (workdir / "hosts").glob("*"):
-                launch.kill_leftovers(host_dir / "sessions", Path(DefaultConfig.BROWSER_SANDBOX_DIR))
+            finally:
+                for host in server.hosts:
+                    host.stop()
+                # A host a test killed (kill -9) and did not restart, after a failure, left its browsers.
+                for host_dir in (workdir / "hosts").glob("*"):
+                    launch.kill_leftovers(host_dir / "sessions", Path(DEFAULTS["BROWSER_SANDBOX_DIR"]))
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import httpx
 import kernel
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host.cdp import CdpClient
-from tests.browsers.host.test_capture import App
+from browserhost.cdp import CdpClient
+from tests.browserhost.test_capture import App
 from tests.browsers.live.conftest import browser_pid
 from tests.browsers.live.test_real_browsers import first_page
 
@@ -59,9 +59,12 @@ def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, s
                     "page_load", "interaction_click", "cdp_connect"}
             envelopes = wait_for_types(sdk, created.session_id, want)
             assert want <= {e.event.type for e in envelopes}
-            statuses = {e.event.data.status for e in envelopes if e.event.type == "network_response"
-                        and e.event.data.url.endswith(("/ok.json", "/missing"))}
-            assert statuses == {200, 404}
+            deadline = time.monotonic() + 10  # the two responses may come in different batches
+            while (statuses := {e.event.data.status for e in envelopes if e.event.type == "network_response"
+                                and e.event.data.url.endswith(("/ok.json", "/missing"))}) != {200, 404}:
+                assert time.monotonic() < deadline, statuses
+                time.sleep(0.2)
+                envelopes = archived(sdk, created.session_id)
 
             # Console off: the capture stops producing console events within a second.
             sdk.browsers.update(created.session_id, telemetry={"browser": {"console": {"enabled": False}}})

@@ -17,8 +17,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host import sandbox
-from app.browsers.host.cdp import CdpClient
+from browserhost import sandbox
+from browserhost.cdp import CdpClient
 from tests.browsers.live.conftest import sandbox_of
 from tests.browsers.live.test_real_browsers import first_page
 from tests.fakes import LOOPBACK_PORTS, LocalServer

@@ -17,7 +17,7 @@ import websocket
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host.launch import (
+from browserhost.launch import (
     group_alive,  # running members: zombies awaiting init are not
 )
 from tests.browsers.live.conftest import CAPACITY, sandbox_of

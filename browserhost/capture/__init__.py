@@ -27,8 +27,8 @@ api_call), `platform`, `captcha` (Lantern solves none), `screenshot` (monitor_sc
 computed events network_idle, page_layout_settled,
 page_navigation_settled, page_layout_shift and page_lcp.
 """
-from app.browsers.host.capture.core import Capture
-from app.browsers.host.capture.network import MAX_BODY
-from app.browsers.host.capture.process import LogTail, exit_metadata
+from browserhost.capture.core import Capture
+from browserhost.capture.network import MAX_BODY
+from browserhost.capture.process import LogTail, exit_metadata
 
 __all__ = ["MAX_BODY", "Capture", "LogTail", "exit_metadata"]

@@ -12,15 +12,15 @@ import logging
 import threading
 import time
 
-from app.browsers.host.capture.connection import Calls, Connection
-from app.browsers.host.capture.console import Console
-from app.browsers.host.capture.flusher import Categories, Flusher
-from app.browsers.host.capture.interaction import Interaction
-from app.browsers.host.capture.network import Network
-from app.browsers.host.capture.page import Page
-from app.browsers.host.capture.process import exit_metadata
-from app.browsers.host.cdp import CdpError
-from app.browsers.telemetry import CDP_CATEGORIES
+from browserhost.capture.connection import Calls, Connection
+from browserhost.capture.console import Console
+from browserhost.capture.flusher import Categories, Flusher
+from browserhost.capture.interaction import Interaction
+from browserhost.capture.network import Network
+from browserhost.capture.page import Page
+from browserhost.capture.process import exit_metadata
+from browserhost.cdp import CdpError
+from lantern_wire.hosts import CDP_CATEGORIES
 
 log = logging.getLogger(__package__)  # the name its lines had before capture.py became a package
 

@@ -3,7 +3,10 @@ import json
 
 import pytest
 
-from app.browsers.host.launch import find_chromium
+from browserhost import settings as host_settings
+from browserhost.launch import find_chromium
+from browserhost.server import BrowserHostServer
+from lantern_wire.hosts import HEARTBEAT, REGISTER, REPORTS
 from tests.fakes import LocalServer
 
 CHROMIUM = find_chromium()
@@ -49,3 +52,30 @@ def evaluate(cdp, session, expression):
                       session_id=session)
     assert "exceptionDetails" not in result, json.dumps(result["exceptionDetails"])
     return result["result"].get("value")
+
+
+class FakeApp:
+    """The app's internal API as a host test needs it (an uplink.AppClient's stand-in): every post is kept
+    and answered as the app would when all goes well."""
+
+    credential = "lbh_test"
+
+    def __init__(self, name="t"):
+        self.name = name
+        self.posts = []
+
+    def post(self, path, body):
+        self.posts.append((path, body))
+        if path == REGISTER:
+            return {"name": self.name, "heartbeat_seconds": 2}
+        if path == HEARTBEAT:
+            return {"stop": [], "categories": {}}
+        if path == REPORTS:
+            return {"results": [{"status": "ok"} for _ in body["reports"]]}
+        return {}
+
+
+def host_server(tmp_path, app=None, **settings):
+    """A BrowserHostServer with its folders in `tmp_path`, talking to `app` (a FakeApp by default); not run."""
+    return BrowserHostServer(host_settings.load({}, BROWSER_HOST_DIR=str(tmp_path), **settings), app or FakeApp(),
+                             bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)

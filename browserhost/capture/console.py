@@ -10,7 +10,7 @@ open before start() the ones older than start() are left out.
 import json
 import math
 
-from app.browsers.host.capture.text import MAX_SHORT, MAX_URL, Cut
+from browserhost.capture.text import MAX_SHORT, MAX_URL, Cut
 
 MAX_TEXT = 4096           # console text, error text
 MAX_ARGS = 20

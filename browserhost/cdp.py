@@ -15,19 +15,17 @@ wait, or pass the work to another thread. Flattened sessions (attachToTarget / s
 with flatten=True) are one `sessionId` field on the same socket: `call(..., session_id=...)`
 addresses one, and handlers receive the event's session id (None for browser-level events).
 
-Plain threads and blocking sockets: the browser host is a thread-based `flask` command.
+Plain threads and blocking sockets: the browser host is a thread-based program.
 """
-import http.client
 import itertools
 import json
 import logging
 import socket
 import threading
-from dataclasses import dataclass
 
 import websocket
 
-from app.core.splice import connect_unix
+from lantern_wire.devtools import DevTools
 
 log = logging.getLogger(__name__)
 
@@ -38,43 +36,6 @@ class CdpError(RuntimeError):
     def __init__(self, message, code=None):
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class DevTools:
-    """Where one browser's DevTools answer: a Unix socket (a sandboxed browser's, reachable by its host
-    alone) or a port on 127.0.0.1 (a browser without a sandbox)."""
-
-    browser_path: str  # /devtools/browser/<uuid>
-    socket_path: str | None = None
-    port: int | None = None
-    owner: int | None = None  # the user the socket must belong to (its sandbox's)
-
-    @property
-    def host(self):
-        """The Host header Chromium expects: it answers only requests naming localhost or an IP."""
-        return f"127.0.0.1:{self.port}" if self.port else "localhost"
-
-    def ws_url(self, path=None):
-        return f"ws://{self.host}{path or self.browser_path}"
-
-    def connect(self, timeout=10.0):
-        if self.socket_path:
-            return connect_unix(self.socket_path, timeout, owner=self.owner)
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-    def get_json(self, path, timeout=10.0):
-        """Chromium's JSON answer to GET `path` (/json/version, /json/list); OSError or ValueError otherwise."""
-        connection = http.client.HTTPConnection(self.host, timeout=timeout)
-        connection.sock = self.connect(timeout)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            if response.status != 200:
-                raise OSError(f"GET {path}: HTTP {response.status}")
-            return json.loads(response.read())
-        finally:
-            connection.close()
 
 
 class _Waiter:

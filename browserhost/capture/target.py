@@ -3,7 +3,7 @@ category read and write (on the CDP reader; the document also on the calling thr
 import threading
 import time
 
-from app.browsers.host.capture.text import MAX_URL
+from browserhost.capture.text import MAX_URL
 
 ATTACHED_TYPES = ("page", "iframe", "worker", "service_worker", "shared_worker")
 PAGE_TYPES = ("page", "iframe")

@@ -1,4 +1,4 @@
-"""Starting and stopping Chromium: process group, DevTools port, leftovers, failures (app/browsers/host/launch.py)."""
+"""Starting and stopping Chromium: process group, DevTools port, leftovers, failures (browserhost/launch.py)."""
 import os
 import socket
 import stat
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from app.browsers.host.cdp import CdpClient
-from app.browsers.host.launch import (
+from browserhost.cdp import CdpClient
+from browserhost.launch import (
     Browser,
     LaunchError,
     LaunchOptions,
@@ -17,7 +17,7 @@ from app.browsers.host.launch import (
     start_xvfb,
     xvfb_available,
 )
-from tests.browsers.host.helpers import CHROMIUM, evaluate, needs_chromium, open_page
+from tests.browserhost.helpers import CHROMIUM, evaluate, needs_chromium, open_page
 
 
 def port_open(port):

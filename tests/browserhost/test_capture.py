@@ -1,4 +1,4 @@
-"""Telemetry captured from a real Chromium (app/browsers/host/capture/): what a page does becomes the SDK's
+"""Telemetry captured from a real Chromium (browserhost/capture/): what a page does becomes the SDK's
 events, each accepted by the ingest's validation, only for the enabled categories; and the log tail."""
 import signal
 import threading
@@ -7,11 +7,11 @@ import time
 import pytest
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host.capture import MAX_BODY, Capture, LogTail
-from app.browsers.host.cdp import CdpError
-from app.browsers.host.launch import Browser, LaunchOptions
 from app.browsers.telemetry_types import validate_event
-from tests.browsers.host.helpers import CHROMIUM, Site, evaluate, navigate, needs_chromium
+from browserhost.capture import MAX_BODY, Capture, LogTail
+from browserhost.cdp import CdpError
+from browserhost.launch import Browser, LaunchOptions
+from tests.browserhost.helpers import CHROMIUM, Site, evaluate, navigate, needs_chromium
 
 pytestmark = needs_chromium
 

@@ -1,4 +1,4 @@
-"""The sandbox's rules, settings and clean-up (app/browsers/host/sandbox.py), without a browser: the
+"""The sandbox's rules, settings and clean-up (browserhost/sandbox.py), without a browser: the
 firewall a session gets, what the settings accept, what a host says when it cannot sandbox, and that a
 sandbox leaves nothing behind. What pages can reach is tested on real browsers (tests/browsers/live)."""
 import ipaddress
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.browsers.host import sandbox
-from app.browsers.host.server import BrowserHostServer
-from app.browsers.models import BrowserHost
-from app.core.db import db
+from browserhost import sandbox
+from lantern_wire.hosts import REGISTER
+from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
 
 POLICY = sandbox.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
@@ -71,34 +70,32 @@ def test_names_are_stable_per_session_folder_and_short():
     assert len(name) <= 30 and name.startswith("lantern-")
 
 
-def test_the_host_says_what_it_lacks_and_starts_no_browser(make_app, tmp_path, monkeypatch):
-    app = make_app(BROWSER_HOST_DIR=str(tmp_path))
-    server = BrowserHostServer(app, name="t", bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+def test_the_host_says_what_it_lacks_and_starts_no_browser(tmp_path, monkeypatch):
+    app = FakeApp()
+    server = host_server(tmp_path, app)
     server.binary = "/usr/lib/chromium/chromium"
     monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool in ("bwrap", "slirp4netns") else tool)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
     server.cannot_sandbox = sandbox.probe(server.policy)
     assert server.cannot_sandbox == ["bwrap, slirp4netns not installed (apt-get install bubblewrap slirp4netns)"]
-    server.register()
-    with app.app_context(), db.connection_context():
-        host = BrowserHost.get(BrowserHost.name == "t")
-    assert host.capacity == 0 and "cannot sandbox browsers (bwrap, slirp4netns not installed" in host.unavailable_reason
-    assert "BROWSER_SANDBOX=off" in host.unavailable_reason
+    assert server.register()
+    [(path, registered)] = app.posts
+    assert path == REGISTER and registered["capacity"] == 0
+    assert "cannot sandbox browsers (bwrap, slirp4netns not installed" in registered["unavailable_reason"]
+    assert "BROWSER_SANDBOX=off" in registered["unavailable_reason"]
     status, answer = server.start_browser({"session_id": "s1", "headless": True})
     assert status == 503 and "cannot sandbox browsers" in answer["message"] and not server.hosted
 
 
-def test_with_the_sandbox_off_a_host_probes_nothing_and_can_start_browsers(make_app, tmp_path):
-    server = BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path), BROWSER_SANDBOX="off"), name="t",
-                               bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+def test_with_the_sandbox_off_a_host_probes_nothing_and_can_start_browsers(tmp_path):
+    server = host_server(tmp_path, BROWSER_SANDBOX="off")
     server.binary = "/usr/lib/chromium/chromium"
     assert server.policy is None and server.unavailable_reason() is None
 
 
-def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(make_app, tmp_path):
+def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(tmp_path):
     with pytest.raises(ValueError, match="not a port"):
-        BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path), BROWSER_LOOPBACK_PORTS="80,web"), name="t",
-                          bind=("127.0.0.1", 0), advertise="http://127.0.0.1:1", capacity=2)
+        host_server(tmp_path, BROWSER_LOOPBACK_PORTS="80,web")
 
 
 @can_sandbox
@@ -158,7 +155,7 @@ def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tm
     must not lead whoever connects (as root) to another socket of the host."""
     import socket
 
-    from app.core.splice import connect_unix
+    from lantern_wire.splice import connect_unix
 
     target = socket.socket(socket.AF_UNIX)
     target.bind(str(tmp_path / "root-only.sock"))

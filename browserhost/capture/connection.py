@@ -21,8 +21,8 @@ import queue
 import threading
 import time
 
-from app.browsers.host.capture.target import ATTACHED_TYPES, PAGE_TYPES, Target
-from app.browsers.host.cdp import CdpClient, CdpError
+from browserhost.capture.target import ATTACHED_TYPES, PAGE_TYPES, Target
+from browserhost.cdp import CdpClient, CdpError
 
 log = logging.getLogger(__package__)  # the name these lines had before capture.py became a package
 

@@ -7,8 +7,8 @@ invisible to the page, reports through a binding.
 """
 import json
 
-from app.browsers.host.capture.target import INTERACTIONS_PER_SECOND, PAGE_TYPES
-from app.browsers.host.capture.text import MAX_SHORT, Cut
+from browserhost.capture.target import INTERACTIONS_PER_SECOND, PAGE_TYPES
+from browserhost.capture.text import MAX_SHORT, Cut
 
 BINDING = "__lanternCapture"
 WORLD = "__lantern_capture"

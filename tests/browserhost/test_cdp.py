@@ -1,11 +1,11 @@
 """The CDP client against a real Chromium: calls, events, flattened sessions, timeouts, closing
-(app/browsers/host/cdp.py)."""
+(browserhost/cdp.py)."""
 import threading
 
 import pytest
 
-from app.browsers.host.cdp import CdpClient, CdpError
-from tests.browsers.host.helpers import needs_chromium
+from browserhost.cdp import CdpClient, CdpError
+from tests.browserhost.helpers import needs_chromium
 
 pytestmark = needs_chromium
 

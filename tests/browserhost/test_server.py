@@ -1,7 +1,7 @@
 """The browser host's bookkeeping, without Chromium: a stop that arrives while a browser starts."""
 import threading
 
-from app.browsers.host.server import BrowserHostServer
+from tests.browserhost.helpers import host_server
 
 
 class FakeBrowser:
@@ -14,9 +14,8 @@ class FakeBrowser:
         self.stopped = True
 
 
-def test_a_stop_while_the_browser_starts_ends_it_once_started(make_app, tmp_path, monkeypatch):
-    server = BrowserHostServer(make_app(BROWSER_HOST_DIR=str(tmp_path)), name="t", bind=("127.0.0.1", 0),
-                               advertise="http://127.0.0.1:1", capacity=2)
+def test_a_stop_while_the_browser_starts_ends_it_once_started(tmp_path, monkeypatch):
+    server = host_server(tmp_path)
     server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
     launching, proceed, browser = threading.Event(), threading.Event(), FakeBrowser()
 
@@ -39,7 +38,7 @@ def test_a_stop_while_the_browser_starts_ends_it_once_started(make_app, tmp_path
 
 def test_an_answer_to_a_caller_that_left_is_dropped_without_a_traceback():
     """#26.7: a worker that gave up waiting (its socket closed) must not make the host print a traceback."""
-    from app.browsers.host.server import ControlHandler
+    from browserhost.server import ControlHandler
 
     class Gone:
         def write(self, data):

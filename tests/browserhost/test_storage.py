@@ -1,9 +1,9 @@
-"""A profile's cookies and localStorage into and out of a running Chromium (app/browsers/host/storage.py)."""
+"""A profile's cookies and localStorage into and out of a running Chromium (browserhost/storage.py)."""
 import threading
 import time
 
-from app.browsers.host.storage import load_state, read_state
-from tests.browsers.host.helpers import evaluate, needs_chromium, open_page
+from browserhost.storage import load_state, read_state
+from tests.browserhost.helpers import evaluate, needs_chromium, open_page
 
 pytestmark = needs_chromium
 

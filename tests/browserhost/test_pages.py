@@ -1,13 +1,13 @@
 """What pages see of the launch options, through Playwright connected over CDP as a client would
-(app/browsers/host/launch.py): viewport, time zone, locale, stealth, extensions, the host allowlist."""
+(browserhost/launch.py): viewport, time zone, locale, stealth, extensions, the host allowlist."""
 import json
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from app.browsers.host.launch import Browser, LaunchOptions
-from tests.browsers.host.helpers import CHROMIUM, needs_chromium
+from browserhost.launch import Browser, LaunchOptions
+from tests.browserhost.helpers import CHROMIUM, needs_chromium
 
 pytestmark = needs_chromium
 

@@ -1,9 +1,9 @@
 """Fixtures of the browser-host tests: a small site on 127.0.0.1, a plain browser per module, a CDP client."""
 import pytest
 
-from app.browsers.host.cdp import CdpClient
-from app.browsers.host.launch import Browser, LaunchOptions
-from tests.browsers.host.helpers import CHROMIUM, Site
+from browserhost.cdp import CdpClient
+from browserhost.launch import Browser, LaunchOptions
+from tests.browserhost.helpers import CHROMIUM, Site
 
 
 @pytest.fixture(scope="module")

@@ -49,8 +49,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from app.browsers.host import sandbox
-from app.browsers.host.cdp import CdpClient, DevTools
+from browserhost import sandbox
+from browserhost.cdp import CdpClient
+from lantern_wire.devtools import DevTools
 
 log = logging.getLogger(__name__)
 

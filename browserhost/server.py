@@ -1,8 +1,9 @@
-"""The browser host: a process (`flask --app app browsers host`) that owns Chromium processes.
+"""The browser host: a program of its own (`python -m browserhost`) that owns Chromium processes.
 
-It registers itself (name, address, capacity) and heart-beats in the database; workers
-place sessions on it and call its control API, authorised by the shared secret
-(app/browsers/hosts.py):
+It holds no database access and imports nothing of the app: it registers (address, capacity) and
+heart-beats through the app's internal API with its own credential, and sends what its browsers
+report there (uplink.py; lantern_wire/hosts.py has the contract). Workers place sessions on it and
+call its control API, authorised by the key derived from that credential:
 
     POST   /sessions                      start a browser (settings, extension archives, profile state)
     DELETE /sessions/{id}?save_state=1    stop it; the profile's state comes back when asked
@@ -12,20 +13,21 @@ place sessions on it and call its control API, authorised by the shared secret
     GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
     POST   /sessions/{id}/clients         {"delta": 1 | -1, "connection_id", "worker_pid"}: such a
                                           worker's CDP client came or left
+    PUT    /sessions/{id}/categories      {"categories": [...]}: the telemetry its capture produces
     GET    /health
 
 Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each browser lives
 in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
 registry: after a crash (`kill -9`), the next start kills the process groups recorded
-there and removes the folders, and ends the sessions the database still gives this host.
-While a CDP client is connected the session is active (touched every heartbeat); when
+there and removes the folders, and its registration ends the sessions the app still gives it.
+While a CDP client is connected the session is active (said at every heartbeat); when
 the last one leaves, its idle timeout starts from then.
 
 Each browser also has a capture (capture/): the host's own CDP connection turns what the
 browser does into telemetry events, and a tail of Chromium's output into log lines
-(`source=supervisor`, `supervisor_process=chromium`); both go through the same ingest as
-the HTTP endpoints (archive and seq in the database; workers' streams catch up from it),
-in batches, and neither counts as activity.
+(`source=supervisor`, `supervisor_process=chromium`); both are reported to the app, which
+archives them as its ingest endpoints do (workers' streams catch up from the archive), in
+batches, and neither counts as activity.
 """
 import base64
 import hmac
@@ -34,34 +36,31 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
-from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from app.browsers import hosts, lifecycle, logs, telemetry
-from app.browsers.host import launch, sandbox, storage
-from app.browsers.host.capture import Capture, LogTail, exit_metadata
-from app.browsers.host.cdp import CdpClient, CdpError
-from app.browsers.models import (
+from browserhost import launch, sandbox, storage
+from browserhost.capture import Capture, LogTail, exit_metadata
+from browserhost.cdp import CdpClient, CdpError
+from browserhost.uplink import AppUnreachable, Refused, Reports
+from lantern_wire.hosts import (
     ENDED_BY_BROWSER_EXIT,
-    ENDED_BY_HOST_RESTART,
     ENDED_BY_HOST_STOP,
     ENDED_BY_OOM,
-    BrowserHost,
-    BrowserSession,
+    HEARTBEAT,
+    REGISTER,
+    STOPPED,
+    control_key,
 )
-from app.core import clock
-from app.core.db import db
-from app.core.errors import ApiError
-from app.core.ids import new_id
-from app.core.splice import splice, upgrade_request
+from lantern_wire.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
 # The supervisor_process names of a session's logs: Chromium's own output, and this host's lines about it.
@@ -70,6 +69,10 @@ HOST_LOG = "browser-host"
 # Lines of Chromium's output that are not served as its log (they stay in chromium.log on the host): a
 # sandbox has no D-Bus, and Chromium says so some thirty times at each start, as ERRORs that mean nothing.
 HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
+# The host's exit status when the app refuses its credential (revoked): starting it again would not help.
+CREDENTIAL_REFUSED = 4
+# How long a stopping host waits for the app to take what its browsers reported last.
+FINAL_REPORTS_SECONDS = 10
 
 
 @dataclass
@@ -90,42 +93,46 @@ class Hosted:
     out_of_memory: bool = False  # its sandbox's OOM kill was reported; it is being ended
     capture: Capture | None = None
     log_tail: LogTail | None = None
-    categories: set = field(default_factory=set)
-    categories_read_at: float = float("-inf")
+    categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
 
 
 class BrowserHostServer:
-    def __init__(self, app, *, name, bind, advertise, capacity):
-        self.app = app
-        self.name = name
+    def __init__(self, settings, client, *, bind, advertise, capacity):
+        """`settings`: browserhost.settings.load(); `client`: an uplink.AppClient with this host's credential,
+        from which the key the app calls this host with is derived too."""
+        self.settings = settings
+        self.client = client
+        self.name = None  # the app's name for this host's credential, told at registration
         self.bind = bind
         self.advertise = advertise
         self.capacity = capacity
-        config = app.config
-        self.root = Path(config["BROWSER_HOST_DIR"] or os.path.join(app.instance_path, "browser-host")) / name
-        self.binary = launch.find_chromium(config["BROWSER_CHROMIUM_PATH"])
+        self.root = Path(settings["BROWSER_HOST_DIR"])  # its own folder in there is named at registration
+        self.binary = launch.find_chromium(settings["BROWSER_CHROMIUM_PATH"])
         self.headful = launch.xvfb_available()
         # None when the operator turned sandboxes off (BROWSER_SANDBOX=off); what the machine lacks to
         # sandbox is probed at start (run()).
-        self.policy = None if config["BROWSER_SANDBOX"] == "off" else sandbox.SandboxPolicy.from_config(config)
+        self.policy = None if settings["BROWSER_SANDBOX"] == "off" else sandbox.SandboxPolicy.from_config(settings)
         self.cannot_sandbox = []
-        self.secret = hosts.secret(app)
+        self.control_key = control_key(client.credential)
+        self.reports = Reports(client, limit=settings["BROWSER_HOST_REPORT_QUEUE"], on_refused=self.refused)
+        self.heartbeat_seconds = 2.0
         self.hosted = {}
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.shutting_down = False
-        self.host_id = None
+        self.exit_status = 0
         self.httpd = None
 
     # -- life ------------------------------------------------------------------------------
 
     def run(self):
-        """Serve until SIGTERM or SIGINT; then stop every browser and end their sessions. The port is taken
-        first: a host whose port is in use (OSError) touches nothing of the one that holds it."""
+        """Serve until SIGTERM or SIGINT (or the app refuses this host's credential); then stop every browser
+        and end their sessions; the exit status. The port is taken first: a host whose port is in use
+        (OSError) touches nothing of the one that holds it."""
         self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
         self.httpd.daemon_threads = True
-        (self.root / "sessions").mkdir(parents=True, exist_ok=True)
-        self.clean_up_after_crash()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
         if self.policy is None:
             logger.warning("BROWSER_SANDBOX is off: every browser runs as this host's user (%s), on its files and "
                            "network, and any user of a session can reach them (docs/browsers.md, Isolation)",
@@ -134,14 +141,18 @@ class BrowserHostServer:
             self.cannot_sandbox = sandbox.probe(self.policy)
             for missing in self.cannot_sandbox:
                 logger.error("cannot sandbox browsers: %s", missing)
-        self.register()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
+        if not self.register():
+            return self.exit_status
+        self.root = self.root / self.name
+        (self.root / "sessions").mkdir(parents=True, exist_ok=True)
+        self.clean_up_after_crash()
+        self.reports.start()
         threading.Thread(target=self.heartbeat_loop, daemon=True, name="heartbeat").start()
         logger.info("browser host %s serving on %s (capacity %s, chromium %s, headful %s)", self.name,
                     self.advertise, self.capacity, self.binary or "MISSING", self.headful)
         self.httpd.serve_forever(poll_interval=0.2)
         self.stopped.wait()
+        return self.exit_status
 
     def shutdown(self):
         # Once, whatever the number of signals (Ctrl-C reaches the host, then make run's trap sends
@@ -153,11 +164,22 @@ class BrowserHostServer:
         try:
             for session_id in list(self.hosted):
                 self.stop_browser(session_id, save=False, reason=ENDED_BY_HOST_STOP)
-            with self.app.app_context(), db.connection_context():
-                BrowserHost.update(heartbeat_at=clock.EPOCH).where(BrowserHost.id == self.host_id).execute()
+            if self.name is not None and not self.exit_status:
+                self.reports.stop(FINAL_REPORTS_SECONDS)
+                self.client.post(STOPPED, {})
+        except (AppUnreachable, Refused) as error:
+            logger.warning("could not tell the app this host stopped (%s): it finds out when heartbeats stop", error)
         finally:
             self.httpd.shutdown()
             self.stopped.set()
+
+    def refused(self, status):
+        """The app refuses this host's credential (revoked): nothing it runs can be reported; it stops."""
+        logger.error("the app refuses this host's credential (HTTP %s: revoked?); stopping every browser. Add the "
+                     "host again (flask browsers hosts add NAME --replace) and start it with the new credential.",
+                     status)
+        self.exit_status = CREDENTIAL_REFUSED
+        threading.Thread(target=self.shutdown, daemon=True).start()
 
     def unavailable_reason(self):
         """Why this host cannot start browsers (None: it can)."""
@@ -169,21 +191,29 @@ class BrowserHostServer:
         return None
 
     def register(self):
+        """Tell the app where this host is and what it takes, trying until the app answers (it may start after
+        the host); the app ends what it still gives this host (its previous run's). False: refused."""
         reason = self.unavailable_reason()
-        now = clock.now()
-        fields = {"address": self.advertise, "capacity": 0 if reason else self.capacity,
-                  "headful": self.headful, "unavailable_reason": reason, "started_at": now, "heartbeat_at": now}
-        with self.app.app_context(), db.connection_context(), db.atomic():
-            host = BrowserHost.get_or_none(BrowserHost.name == self.name)
-            if host is None:
-                host = BrowserHost.create(name=self.name, **fields)
-            else:
-                BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
-            self.host_id = host.id
-            # Whatever the database still gives this host died with its previous run (already cleaned up:
-            # nothing to ask this host, which does not serve yet).
-            for session in BrowserSession.active().where(BrowserSession.host == host.id):
-                _end_here(session, ENDED_BY_HOST_RESTART)
+        body = {"address": self.advertise, "capacity": 0 if reason else self.capacity, "headful": self.headful,
+                "unavailable_reason": reason}
+        backoff = 0.5
+        while not self.shutting_down:
+            try:
+                answer = self.client.post(REGISTER, body)
+            except AppUnreachable as error:
+                logger.warning("the app at %s does not answer (%s); registering again in %.0f s",
+                               self.settings["APP_URL"], error, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except Refused as error:
+                logger.error("the app refused this host's registration (%s): is LANTERN_BROWSER_HOST_CREDENTIAL the "
+                             "one `flask browsers hosts add NAME` printed?", error)
+                self.exit_status = CREDENTIAL_REFUSED
+                return False
+            self.name, self.heartbeat_seconds = answer["name"], float(answer["heartbeat_seconds"])
+            return True
+        return False
 
     def clean_up_after_crash(self):
         """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
@@ -191,17 +221,41 @@ class BrowserHostServer:
             logger.warning("removed %s left by a previous run (%s)", record, what)
 
     def heartbeat_loop(self):
-        interval = self.app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]
-        while not self.stopped.wait(interval):
+        away_since = None
+        while not self.stopped.wait(self.heartbeat_seconds):
             try:
                 self.forget_dead_workers()
                 self.end_out_of_memory()
-                with self.app.app_context(), db.connection_context():
-                    BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == self.host_id).execute()
-                    self.touch([h.session_id for h in list(self.hosted.values()) if h.connections])
-                    self.stop_ended()
-            except Exception:  # noqa: BLE001 - a database hiccup must not end the heartbeat
+                self.heartbeat()
+                if away_since is not None:
+                    logger.info("the app answers again (after %.0f s)", time.monotonic() - away_since)
+                away_since = None
+            except AppUnreachable as error:
+                if away_since is None:  # once per outage, not every beat
+                    logger.warning("heartbeat: the app does not answer (%s); trying on", error)
+                    away_since = time.monotonic()
+            except Refused as error:
+                if error.status == 401:
+                    self.refused(error.status)
+                    return
+                logger.error("heartbeat refused: %s", error)
+            except Exception:  # noqa: BLE001 - nothing may end the heartbeat
                 logger.exception("heartbeat failed")
+
+    def heartbeat(self):
+        """The app hears this host is alive and which sessions have CDP clients; it answers which browsers to
+        stop (their session ended without this host being told: a stop that failed to reach it) and each
+        session's telemetry categories."""
+        running = [h for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
+        answer = self.client.post(HEARTBEAT, {"sessions": [h.session_id for h in running],
+                                              "active": [h.session_id for h in running if h.connections]})
+        for hosted in running:
+            if hosted.session_id in answer["categories"]:
+                hosted.categories = frozenset(answer["categories"][hosted.session_id])
+        for session_id in answer["stop"]:
+            logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
+            threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
+                             daemon=True).start()
 
     def forget_dead_workers(self):
         """A worker killed while relaying never says its client left."""
@@ -227,24 +281,6 @@ class BrowserHostServer:
             threading.Thread(target=self.stop_browser, args=(hosted.session_id,),
                              kwargs={"save": False, "reason": ENDED_BY_OOM}, daemon=True).start()
 
-    def stop_ended(self):
-        """Stop browsers whose session ended a while ago without this host being told (a stop that failed
-        to reach it). Recently ended ones are left to the stop on its way, which may save the profile."""
-        recently = clock.now() - timedelta(seconds=self.app.config["BROWSER_HOST_START_SECONDS"] * 2)
-        running = [h.session_id for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
-        current = {s.id for s in BrowserSession.select(BrowserSession.id).where(
-            BrowserSession.id.in_(running) & (BrowserSession.deleted_at.is_null()
-                                              | (BrowserSession.deleted_at > recently)))}
-        for session_id in set(running) - current:
-            logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
-            threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
-                             daemon=True).start()
-
-    def touch(self, session_ids):
-        """A connected CDP client is activity: the idle timeout counts from when the last one left."""
-        for session in BrowserSession.active().where(BrowserSession.id.in_(session_ids)):
-            lifecycle.touch(session)
-
     # -- browsers --------------------------------------------------------------------------
 
     def start_browser(self, body):
@@ -263,7 +299,8 @@ class BrowserHostServer:
                 return 409, {"code": "conflict", "message": f"Session {session_id} already runs here."}
             if len(self.hosted) >= self.capacity:
                 return 503, {"code": "no_browser_capacity", "message": f"Browser host {self.name} is full."}
-            hosted = self.hosted[session_id] = Hosted(session_id, self.root / "sessions" / session_id)
+            hosted = self.hosted[session_id] = Hosted(session_id, self.root / "sessions" / session_id,
+                                                      categories=frozenset(body.get("categories") or ()))
         try:
             self._launch(hosted, body)
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
@@ -306,41 +343,23 @@ class BrowserHostServer:
             hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
             with CdpClient(hosted.browser.devtools) as cdp:
                 storage.load_state(cdp, state)
-        hosted.capture = Capture(hosted.browser.devtools, categories=lambda: self.categories(hosted),
-                                 sink=lambda events: self.ingest(hosted, telemetry.ingest, events),
+        hosted.capture = Capture(hosted.browser.devtools, categories=lambda: hosted.categories,
+                                 sink=lambda events: self.reports.telemetry(hosted.session_id, events),
                                  on_drops=lambda total: self.note(
                                      hosted, f"telemetry capture could not keep up: {total} events dropped so far",
                                      level=logging.WARNING)).start()
-        hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.ingest(
-            hosted, logs.ingest, "supervisor", CHROMIUM_LOG,
+        hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.reports.logs(
+            hosted.session_id, "supervisor", CHROMIUM_LOG,
             [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)])).start()
         self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
                           f"{'headless' if options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
 
-    def categories(self, hosted):
-        """The session's enabled telemetry categories, read again at most once a second (a PATCH applies within it)."""
-        if time.monotonic() - hosted.categories_read_at >= 1.0:
-            with self.app.app_context(), db.connection_context():
-                session = BrowserSession.get_or_none(BrowserSession.id == hosted.session_id)
-                settings = session.options.get("telemetry") if session else None
-            hosted.categories = telemetry.enabled_categories(settings or {})
-            hosted.categories_read_at = time.monotonic()
-        return hosted.categories
-
-    def ingest(self, hosted, ingest, *args):
-        """Into the archive, as the ingest endpoints do, without counting as activity; nothing once it ended."""
-        try:
-            with self.app.app_context(), db.connection_context():
-                ingest(BrowserSession(id=hosted.session_id), *args, from_host=True)
-        except ApiError:
-            pass  # the session has ended: what it captured after that is not kept
-
     def note(self, hosted, message, level=logging.INFO):
         """One line of this host's own log about the session (`supervisor_process=browser-host`)."""
         logger.log(level, "session %s: %s", hosted.session_id, message)
-        self.ingest(hosted, logs.ingest, "supervisor", HOST_LOG, [{"message": message}])
+        self.reports.logs(hosted.session_id, "supervisor", HOST_LOG, [{"message": message}])
 
     @staticmethod
     def _unpack(folder, archive_b64):
@@ -356,8 +375,9 @@ class BrowserHostServer:
 
     def stop_browser(self, session_id, *, save, reason):
         """Stop a session's browser (its state read first when `save`); the state or None.
-        With `reason`, the session is also ended in the database (the browser ended it). A browser
-        still starting is only marked: start_browser ends it once its launch returns."""
+        With `reason`, the app is also told the session ended (the browser or this host ended it), after
+        everything its capture reported. A browser still starting is only marked: start_browser ends it
+        once its launch returns."""
         with self.lock:
             hosted = self.hosted.get(session_id)
             if hosted is None or hosted.stopping:
@@ -369,10 +389,7 @@ class BrowserHostServer:
             return self._teardown(hosted, save)
         finally:  # even when the teardown failed: the browser is gone or going, so is the session
             if reason:
-                with self.app.app_context(), db.connection_context():
-                    session = BrowserSession.get_or_none(BrowserSession.id == session_id)
-                    if session is not None:
-                        _end_here(session, reason)
+                self.reports.ended(session_id, reason)
 
     def _teardown(self, hosted, save):
         """Everything of one browser ends: capture, profile state (when `save`), Chromium, Xvfb, folder."""
@@ -422,7 +439,7 @@ class BrowserHostServer:
         if hosted.capture:
             hosted.capture.client_connected(connection_id)
         self.note(hosted, f"CDP client {connection_id} connected")
-        self._touch_now(hosted)
+        self.reports.activity(hosted.session_id)
 
     def client_left(self, hosted, connection_id):
         with self.lock:
@@ -433,14 +450,7 @@ class BrowserHostServer:
         if hosted.capture:
             hosted.capture.client_disconnected(connection_id, duration * 1000)
         self.note(hosted, f"CDP client {connection_id} left after {duration:.1f} s")
-        self._touch_now(hosted)  # the idle timeout counts from the last client's leaving
-
-    def _touch_now(self, hosted):
-        try:
-            with self.app.app_context(), db.connection_context():
-                self.touch([hosted.session_id])
-        except Exception:  # noqa: BLE001 - the heartbeat touches again
-            logger.exception("recording CDP activity of session %s failed", hosted.session_id)
+        self.reports.activity(hosted.session_id)  # the idle timeout counts from the last client's leaving
 
     # -- HTTP --------------------------------------------------------------------------------
 
@@ -463,9 +473,9 @@ class ControlHandler(BaseHTTPRequestHandler):
 
     def authorised(self):
         given = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        if hmac.compare_digest(given.encode(), self.host.secret.encode()):
+        if hmac.compare_digest(given.encode(), self.host.control_key.encode()):
             return True
-        self.answer(401, {"code": "unauthorized", "message": "Wrong or missing host secret."})
+        self.answer(401, {"code": "unauthorized", "message": "Wrong or missing key for this host."})
         return False
 
     def answer(self, status, body):
@@ -504,6 +514,18 @@ class ControlHandler(BaseHTTPRequestHandler):
         else:
             self.answer(404, {"code": "not_found", "message": self.path})
 
+    def do_PUT(self):  # noqa: N802
+        if not self.authorised():
+            return
+        parts, _ = self.route()
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        hosted = self.host.hosted.get(parts[1]) if len(parts) == 3 and parts[0] == "sessions" else None
+        if hosted is not None and parts[2] == "categories":
+            hosted.categories = frozenset(body.get("categories") or ())
+            self.answer(200, {"categories": sorted(hosted.categories)})
+        else:
+            self.answer(404, {"code": "not_found", "message": self.path})
+
     def do_DELETE(self):  # noqa: N802
         if not self.authorised():
             return
@@ -526,9 +548,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         if hosted is None or hosted.browser is None or hosted.stopping:
             self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
         elif parts[2:] == ["endpoint"]:
-            devtools = hosted.browser.devtools
-            self.answer(200, {"socket": devtools.socket_path, "owner": devtools.owner, "port": devtools.port,
-                              "browser_path": devtools.browser_path})
+            self.answer(200, hosted.browser.devtools.as_json())
         elif parts[2:] in (["json", "version"], ["json", "list"]):
             self.answer(200, hosted.browser.devtools.get_json("/" + "/".join(parts[2:])))
         elif parts[2] == "cdp" and self.headers.get("Upgrade", "").lower() == "websocket":
@@ -548,7 +568,7 @@ class ControlHandler(BaseHTTPRequestHandler):
             return
         upstream.sendall(upgrade_request(target, [f"Host: {devtools.host}"], self.headers))
         upstream.settimeout(None)
-        connection_id = new_id()
+        connection_id = secrets.token_hex(8)
         self.host.client_joined(hosted, connection_id)
         self.connection.settimeout(None)  # the control API's idle timeout is not the CDP client's
         try:
@@ -563,12 +583,6 @@ def memory_mb(body):
     when a caller (an older app) did not say."""
     given = body.get("memory") or ("1GiB" if body.get("headless") else "8GiB")
     return int(given.removesuffix("GiB")) * 1024
-
-
-def _end_here(session, reason):
-    """End a session this host already stopped (nothing to ask the host, which may not serve yet)."""
-    session.host_id = None
-    lifecycle.end(session, reason)
 
 
 def _process_exists(pid):

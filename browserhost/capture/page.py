@@ -9,8 +9,8 @@
 Page.frameNavigated also keeps each target's current document (url, loader_id, nav_seq), which every
 category's events carry, whether this one is enabled or not.
 """
-from app.browsers.host.capture.target import PAGE_TYPES
-from app.browsers.host.capture.text import MAX_SHORT, MAX_URL, Cut
+from browserhost.capture.target import PAGE_TYPES
+from browserhost.capture.text import MAX_SHORT, MAX_URL, Cut
 
 
 class Page:

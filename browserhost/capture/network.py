@@ -14,9 +14,9 @@ network_response.
 """
 import logging
 
-from app.browsers.host.capture.connection import CALL_TIMEOUT, IGNORED_SCHEMES
-from app.browsers.host.capture.text import MAX_SHORT, MAX_URL, Cut
-from app.browsers.host.cdp import CdpError
+from browserhost.capture.connection import CALL_TIMEOUT, IGNORED_SCHEMES
+from browserhost.capture.text import MAX_SHORT, MAX_URL, Cut
+from browserhost.cdp import CdpError
 
 log = logging.getLogger(__package__)  # the name these lines had before capture.py became a package
 

@@ -17,7 +17,7 @@ import threading
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from app.browsers.host.cdp import CdpError
+from browserhost.cdp import CdpError
 
 log = logging.getLogger(__name__)
 

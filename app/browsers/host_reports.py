@@ -1,0 +1,146 @@
+"""What browser hosts tell the app over its internal API (lantern_wire/hosts.py): registering, heart-beats,
+and the reports of their sessions (telemetry, log lines, activity, ends), each applied once.
+
+A host speaks for its own sessions only: a report naming a session placed elsewhere is refused.
+Reports are applied in the order sent, each in its own transaction, and answered only once committed;
+a telemetry or log report carries the session's next batch number, and one applied before is answered
+without being applied again, so a host that did not hear an answer sends the batch again safely.
+"""
+import logging
+from datetime import timedelta
+
+import marshmallow as ma
+from flask import current_app
+
+from app.browsers import lifecycle, logs, telemetry
+from app.browsers.models import BrowserHost, BrowserSession
+from app.browsers.telemetry_settings import session_categories
+from app.browsers.telemetry_types import validate_event
+from app.core import clock
+from app.core.db import db
+from app.core.errors import ApiError, bad_request
+from lantern_wire.hosts import BATCHED_KINDS, HOST_END_REASONS, REPORT_KINDS
+
+logger = logging.getLogger(__name__)
+MAX_LOG_LINE = 64 * 1024
+
+
+def register(host, address, capacity, headful, unavailable_reason):
+    """A host (re)starting: where it is and what it can take. Whatever the app still gives it died with its
+    previous run (which cleaned up: nothing to ask it)."""
+    now = clock.now()
+    with db.atomic():
+        BrowserHost.update(address=address, capacity=capacity, headful=headful, unavailable_reason=unavailable_reason,
+                           started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
+        for session in BrowserSession.active().where(BrowserSession.host == host.id):
+            _end_here(session, "host_restarted")
+    return {"name": host.name, "heartbeat_seconds": current_app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]}
+
+
+def heartbeat(host, running, active):
+    """The host is alive; its sessions with CDP clients are active. Answers which of its browsers to stop (their
+    session ended a while ago without the host being told: a stop that failed to reach it; recently ended ones
+    are left to the stop on its way, which may save the profile) and each running session's categories."""
+    BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == host.id).execute()
+    recently = clock.now() - timedelta(seconds=current_app.config["BROWSER_HOST_START_SECONDS"] * 2)
+    current = {session.id: session for session in BrowserSession.select().where(
+        BrowserSession.id.in_(running) & (BrowserSession.host == host.id)
+        & (BrowserSession.deleted_at.is_null() | (BrowserSession.deleted_at > recently)))}
+    for session_id in set(active) & set(current):
+        if current[session_id].is_active:
+            lifecycle.touch(current[session_id])
+    return {"stop": sorted(set(running) - set(current)),
+            "categories": {session_id: session_categories(session)
+                           for session_id, session in current.items() if session.is_active}}
+
+
+def stopped(host):
+    """The host stopped: it takes no new session (its sessions ended one by one in its reports)."""
+    BrowserHost.update(heartbeat_at=clock.EPOCH).where(BrowserHost.id == host.id).execute()
+
+
+def apply_reports(host, reports):
+    """Each report's result, in order: {"status": "ok", ...}, "ended" (the session has ended: nothing more of
+    it is kept) or "refused" (with a message: not this host's session, or a malformed report)."""
+    return [_apply(host, report) for report in reports]
+
+
+def _apply(host, report):
+    try:
+        kind, session_id, batch = _checked(report)
+    except ma.ValidationError as error:
+        return {"status": "refused", "message": str(error.messages)}
+    session = BrowserSession.get_or_none(BrowserSession.id == session_id)
+    if session is None or (session.host_id != host.id and session.is_active):
+        return {"status": "refused", "message": f"session {session_id} is not run by browser host {host.name}"}
+    try:
+        if kind == "telemetry":
+            accepted, dropped, last_seq = telemetry.ingest(session, _events(report["events"]), from_host=True,
+                                                           batch=batch, lost=report.get("lost") or 0)
+            return {"status": "ok", "accepted": accepted, "dropped": dropped, "last_seq": last_seq}
+        if kind == "logs":
+            lines = [{"message": line["message"][:MAX_LOG_LINE]} for line in report["lines"]]
+            return {"status": "ok", "accepted": logs.ingest(session, report["source"], report["log_name"], lines,
+                                                            from_host=True, batch=batch)}
+        if session.host_id != host.id or not session.is_active:
+            return {"status": "ended"}
+        if kind == "activity":
+            lifecycle.touch(session)
+        else:
+            _end_here(session, report["reason"])
+        return {"status": "ok"}
+    except ApiError as error:
+        if error.status != 409:
+            raise
+        return {"status": "ended"}
+
+
+def _checked(report):
+    """(kind, session id, batch) of a well-formed report; ValidationError naming what is wrong."""
+    if not isinstance(report, dict) or report.get("kind") not in REPORT_KINDS:
+        raise ma.ValidationError(f"kind must be one of {', '.join(REPORT_KINDS)}")
+    kind, session_id, batch = report["kind"], report.get("session_id"), report.get("batch")
+    if not isinstance(session_id, str):
+        raise ma.ValidationError("session_id must be a string")
+    if kind in BATCHED_KINDS and not (type(batch) is int and batch > 0):
+        raise ma.ValidationError("batch must be a positive integer")
+    if kind == "telemetry" and not (isinstance(report.get("events"), list)
+                                    and type(report.get("lost", 0)) is int and report.get("lost", 0) >= 0):
+        raise ma.ValidationError("a telemetry report has a list of events (and a count of lost ones)")
+    if kind == "logs" and not (isinstance(report.get("source"), str) and isinstance(report.get("log_name"), str)
+                               and isinstance(report.get("lines"), list)
+                               and all(isinstance(line, dict) and isinstance(line.get("message"), str)
+                                       for line in report["lines"])):
+        raise ma.ValidationError("a logs report has source, log_name and lines of {message}")
+    if kind == "ended" and report.get("reason") not in HOST_END_REASONS:
+        raise ma.ValidationError(f"reason must be one of {', '.join(HOST_END_REASONS)}")
+    return kind, session_id, batch
+
+
+def _events(events):
+    """The events the ingest endpoint would accept; one it would refuse is dropped, said in the log (a host
+    captures only events of the catalogue: one that is not is a defect to see, not a reason to lose the rest)."""
+    now_us = clock.micros(clock.now())
+    valid = []
+    for event in events:
+        try:
+            valid.append(validate_event(event, now_us=now_us))
+        except ma.ValidationError as error:
+            logger.warning("a browser host's %s event was not valid: %s", (event or {}).get("type"), error.messages)
+    return valid
+
+
+def _end_here(session, reason):
+    """End a session its host already stopped (nothing to ask the host)."""
+    session.host_id = None
+    lifecycle.end(session, reason)
+
+
+def required(body, *fields):
+    """The named fields of a JSON body; 400 naming the first one missing."""
+    if not isinstance(body, dict):
+        raise bad_request("The body must be a JSON object.")
+    for name in fields:
+        if name not in body:
+            raise bad_request(f"{name} is required.", field=name)
+    return [body[name] for name in fields]

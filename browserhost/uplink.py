@@ -1,0 +1,220 @@
+"""This host's side of the app's internal API (lantern_wire/hosts.py): `AppClient` calls it, `Reports` sends
+what the host's browsers report, in order, in batches, through whatever outage of the app.
+
+Reports (telemetry, log lines, activity, a session's end) are queued in the order they happen and sent
+by one thread, as many at once as have gathered while the previous request was out: nothing waits for
+the app but that thread. A report leaves the queue only once the app answered it (it answers after its
+commit); when the app cannot be reached, or answers 5xx, the same reports go again after a pause that
+doubles up to MAX_BACKOFF_SECONDS, and the app applies a telemetry or log report's batch once. Past
+`limit` queued events and lines, new telemetry and log reports are dropped; the session's next telemetry
+report tells the app how many events it lost (the session's telemetry_dropped counts them).
+"""
+import collections
+import http.client
+import json
+import logging
+import threading
+import time
+from urllib.parse import urlsplit
+
+from lantern_wire.hosts import REPORTS
+
+logger = logging.getLogger(__name__)
+MAX_BACKOFF_SECONDS = 5.0
+# Per request: a few hundred kilobytes, answered within tens of milliseconds.
+MAX_ITEMS_PER_REQUEST = 5000
+
+
+class AppUnreachable(Exception):
+    """No answer from the app (down, restarting, the network), or a 5xx: worth trying again."""
+
+
+class Refused(Exception):
+    """The app answered 4xx: the same request will not do better (401: this host's credential is refused)."""
+
+    def __init__(self, status, message):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class AppClient:
+    """POSTs of JSON to the app with this host's credential, on one kept-alive connection per thread."""
+
+    def __init__(self, app_url, credential, timeout=30.0):
+        parts = urlsplit(app_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"APP_URL must be an http(s) URL, not {app_url!r}")
+        self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._netloc, self._base = parts.netloc, parts.path
+        self.credential = credential
+        self._headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
+        self._timeout = timeout
+        self._local = threading.local()
+
+    def post(self, path, body):
+        """The app's JSON answer; AppUnreachable or Refused."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
+        try:
+            connection.request("POST", self._base + path, body=json.dumps(body), headers=self._headers)
+            response = connection.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            self._local.connection = None
+            raise AppUnreachable(f"{type(error).__name__}: {error}") from None
+        if response.status >= 500:
+            raise AppUnreachable(f"HTTP {response.status}")
+        try:
+            answer = json.loads(data or b"null")
+        except ValueError:
+            raise AppUnreachable(f"HTTP {response.status} with a body that is not JSON") from None
+        if response.status >= 400:
+            raise Refused(response.status, (answer or {}).get("message", ""))
+        return answer
+
+
+class Reports:
+    """The queue of reports to the app and the thread that sends them: `start()`, then `telemetry()`,
+    `logs()`, `activity()`, `ended()` from any thread (none waits), `flush()` to wait until what was queued
+    so far is answered, `stop()`. `on_refused(status)` is called once when the app refuses this host (401)."""
+
+    def __init__(self, client, *, limit, on_refused=None):
+        self._client = client
+        self._limit = limit
+        self._on_refused = on_refused or (lambda status: None)
+        self._queue = collections.deque()  # (ticket, report, size)
+        self._condition = threading.Condition()
+        self._queued_size = 0
+        self._tickets = 0  # reports queued so far; the answered ones are those below _answered
+        self._answered = 0
+        self._batches = collections.defaultdict(int)
+        self._lost = collections.Counter()  # events dropped per session, not yet told to the app
+        self.dropped = 0
+        self._stopping = False
+        self._refused = False
+        self._thread = threading.Thread(target=self._run, name="reports", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    # -- queueing
+
+    def telemetry(self, session_id, events):
+        if not events:
+            return
+        with self._condition:
+            if not self._room_for(len(events)):
+                self._lost[session_id] += len(events)
+                return
+            report = {"session_id": session_id, "kind": "telemetry", "events": events}
+            if self._lost[session_id]:
+                report["lost"] = self._lost.pop(session_id)
+            self._put(report, len(events), batched=True)
+
+    def logs(self, session_id, source, log_name, lines):
+        if not lines:
+            return
+        with self._condition:
+            if self._room_for(len(lines)):
+                self._put({"session_id": session_id, "kind": "logs", "source": source, "log_name": log_name,
+                           "lines": lines}, len(lines), batched=True)
+
+    def activity(self, session_id):
+        with self._condition:
+            self._put({"session_id": session_id, "kind": "activity"}, 1)
+
+    def ended(self, session_id, reason):
+        with self._condition:
+            self._put({"session_id": session_id, "kind": "ended", "reason": reason}, 1)
+            self._batches.pop(session_id, None)
+
+    def _room_for(self, size):
+        if self._queued_size + size <= self._limit:
+            return True
+        if not self.dropped:
+            logger.warning("the app has not taken this host's reports for a while: %s queued; new telemetry and "
+                           "log lines are dropped (and counted) until it does", self._queued_size)
+        self.dropped += size
+        return False
+
+    def _put(self, report, size, batched=False):
+        if batched:
+            self._batches[report["session_id"]] += 1
+            report["batch"] = self._batches[report["session_id"]]
+        self._tickets += 1
+        self._queue.append((self._tickets, report, size))
+        self._queued_size += size
+        self._condition.notify_all()
+
+    # -- waiting
+
+    def flush(self, timeout):
+        """Wait until every report queued before this call was answered (or the app refused this host);
+        False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            wanted = self._tickets
+            while self._answered < wanted and not self._refused:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._condition.wait(left)
+        return True
+
+    def stop(self, timeout=10.0):
+        """Send what is queued (waiting at most `timeout`), then end the thread."""
+        self.flush(timeout)
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
+        self._thread.join(timeout=5)
+
+    # -- sending
+
+    def _run(self):
+        backoff = 0.0
+        while True:
+            with self._condition:
+                while not self._queue and not self._stopping:
+                    self._condition.wait()
+                if self._stopping or self._refused:
+                    return
+                taken, size = [], 0
+                for item in self._queue:
+                    if taken and size + item[2] > MAX_ITEMS_PER_REQUEST:
+                        break
+                    taken.append(item)
+                    size += item[2]
+            try:
+                answer = self._client.post(REPORTS, {"reports": [report for _, report, _ in taken]})
+            except AppUnreachable as error:
+                backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_SECONDS)
+                logger.warning("the app did not take %s report(s) (%s); trying again in %.1f s", len(taken), error,
+                               backoff)
+                with self._condition:  # a stop() wakes it
+                    self._condition.wait_for(lambda: self._stopping, timeout=backoff)
+                continue
+            except Refused as error:
+                if error.status == 401:
+                    logger.error("the app refuses this host's credential (%s): reports stop", error)
+                    with self._condition:
+                        self._refused = True
+                        self._condition.notify_all()
+                    self._on_refused(error.status)
+                    return
+                logger.error("the app refused %s report(s) (%s); they are dropped", len(taken), error)
+                answer = {"results": []}
+            backoff = 0.0
+            for (_, report, _), result in zip(taken, answer.get("results", ()), strict=False):
+                if result.get("status") == "refused":
+                    logger.warning("the app refused a %s report of session %s: %s", report["kind"],
+                                   report["session_id"], result.get("message"))
+            with self._condition:
+                for _ in taken:
+                    _, _, done = self._queue.popleft()
+                    self._queued_size -= done
+                self._answered = taken[-1][0]
+                self._condition.notify_all()

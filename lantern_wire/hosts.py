@@ -1,0 +1,53 @@
+"""The contract between the app and its browser hosts: the app's internal API for hosts, how a host's
+credential authorises both directions, and the values both sides name (end reasons, categories).
+
+A host credential is created by the app (`flask browsers hosts add NAME`), shown once and stored
+hashed. The host sends it as a bearer token on every call to the app's internal API. The app calls
+the host's control API with a key derived from it (`control_key`), kept encrypted by the app: so a
+stolen credential opens that one host and the internal API as that host, never another host, and
+the database alone (without the encryption keys) opens neither.
+
+The internal API (JSON; every answer's error shape is the public API's {"code", "message"}):
+
+    POST /internal/browser-hosts/register   {"address", "capacity", "headful", "unavailable_reason"}
+         -> {"name", "heartbeat_seconds"}    sessions the app still gives this host end host_restarted
+    POST /internal/browser-hosts/heartbeat  {"sessions": [ids running], "active": [ids with CDP clients]}
+         -> {"stop": [ids that ended without the host being told],
+             "categories": {id: [telemetry categories to capture]}}
+    POST /internal/browser-hosts/reports    {"reports": [report, ...]}, applied in order, each on its own:
+         {"session_id", "batch", "kind": "telemetry", "events": [...]}
+         {"session_id", "batch", "kind": "logs", "source", "log_name", "lines": [{"message", "timestamp"?}]}
+         {"session_id", "kind": "activity"}
+         {"session_id", "kind": "ended", "reason"}
+         -> {"results": [{"status": "ok" | "ended" | "refused", ...}, ...]}: each answered only once committed
+    POST /internal/browser-hosts/stopped    {} -> {}: the host takes no more sessions
+"""
+import hashlib
+import hmac
+
+API_PREFIX = "/internal/browser-hosts"
+REGISTER, HEARTBEAT, REPORTS, STOPPED = (f"{API_PREFIX}/{name}" for name in ("register", "heartbeat", "reports",
+                                                                            "stopped"))
+# A report's batch numbers rise by one per report of a session from one run of its host: the app applies a
+# batch once (the host sends it again when it did not hear the answer).
+BATCHED_KINDS = ("telemetry", "logs")
+REPORT_KINDS = (*BATCHED_KINDS, "activity", "ended")
+
+# Why a host ends a session (the record's end_reason): it restarted without it, stopped, the browser
+# exited by itself, or a process of its sandbox went past the memory cap.
+ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP = "host_restarted", "host_stopped"
+ENDED_BY_BROWSER_EXIT, ENDED_BY_OOM = "browser_exited", "oom"
+HOST_END_REASONS = (ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP, ENDED_BY_BROWSER_EXIT, ENDED_BY_OOM)
+
+# The telemetry categories whose events a browser's DevTools protocol produces (a host's capture).
+CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "screenshot")
+
+
+def credential_hash(credential):
+    """What the app stores of a host credential, and looks it up by."""
+    return hashlib.sha256(credential.encode()).hexdigest()
+
+
+def control_key(credential):
+    """The key the app calls this host's control API with, derived from the host's credential."""
+    return hmac.new(credential.encode(), b"lantern: the app calls this browser host", hashlib.sha256).hexdigest()
