@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from lantern_wire.hosts import REPORTS
 
 logger = logging.getLogger(__name__)
-MAX_BACKOFF_SECONDS = 5.0
+MAX_BACKOFF_SECONDS = 2.0
 # Per request: a few hundred kilobytes, answered within tens of milliseconds.
 MAX_ITEMS_PER_REQUEST = 5000
 
@@ -175,7 +175,7 @@ class Reports:
     # -- sending
 
     def _run(self):
-        backoff = 0.0
+        backoff, away_since = 0.0, None
         while True:
             with self._condition:
                 while not self._queue and not self._stopping:
@@ -192,8 +192,10 @@ class Reports:
                 answer = self._client.post(REPORTS, {"reports": [report for _, report, _ in taken]})
             except AppUnreachable as error:
                 backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_SECONDS)
-                logger.warning("the app did not take %s report(s) (%s); trying again in %.1f s", len(taken), error,
-                               backoff)
+                if away_since is None:  # once per outage
+                    away_since = time.monotonic()
+                    logger.warning("the app does not take this host's reports (%s); they wait, sent again every %.0f "
+                                   "s at most", error, MAX_BACKOFF_SECONDS)
                 with self._condition:  # a stop() wakes it
                     self._condition.wait_for(lambda: self._stopping, timeout=backoff)
                 continue
@@ -208,6 +210,9 @@ class Reports:
                 logger.error("the app refused %s report(s) (%s); they are dropped", len(taken), error)
                 answer = {"results": []}
             backoff = 0.0
+            if away_since is not None:
+                logger.info("the app takes reports again, after %.1f s", time.monotonic() - away_since)
+                away_since = None
             for (_, report, _), result in zip(taken, answer.get("results", ()), strict=False):
                 if result.get("status") == "refused":
                     logger.warning("the app refused a %s report of session %s: %s", report["kind"],

@@ -136,11 +136,11 @@ def private_database(workdir):
 
 @contextmanager
 def gunicorn(env, log_path, workers=1, worker_connections=1000, app="wsgi:app", pythonpath=None, wrapper=(),
-             startup_seconds=STARTUP_SECONDS):
+             startup_seconds=STARTUP_SECONDS, port=None):
     """`gunicorn --config gunicorn.conf.py wsgi:app` (gevent workers; another `app`, found on
     `pythonpath`, for a benchmark's baseline; run by `wrapper`, a command such as valgrind, when
-    given) on a free port; yields its base URL."""
-    port = free_port()
+    given) on `port` (default: a free one); yields its base URL."""
+    port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

@@ -28,6 +28,10 @@ def _body(*fields):
     return host_reports.required(request.get_json(silent=True), *fields)
 
 
+def _strings(value):
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 @blp.post(REGISTER)
 def register():
     address, capacity, headful, reason = _body("address", "capacity", "headful", "unavailable_reason")
@@ -39,12 +43,16 @@ def register():
 @blp.post(HEARTBEAT)
 def heartbeat():
     running, active = _body("sessions", "active")
-    return host_reports.heartbeat(g.browser_host, [str(s) for s in running], [str(s) for s in active])
+    if not (_strings(running) and _strings(active)):
+        raise bad_request("sessions and active are lists of session ids.")
+    return host_reports.heartbeat(g.browser_host, running, active)
 
 
 @blp.post(REPORTS)
 def reports():
     (reports,) = _body("reports")
+    if not isinstance(reports, list):
+        raise bad_request("reports is a list.", field="reports")
     return {"results": host_reports.apply_reports(g.browser_host, reports)}
 
 

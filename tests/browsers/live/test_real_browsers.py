@@ -20,6 +20,7 @@ from playwright.sync_api import sync_playwright
 from browserhost.launch import (
     group_alive,  # running members: zombies awaiting init are not
 )
+from lantern_wire.hosts import control_key
 from tests.browsers.live.conftest import CAPACITY, sandbox_of
 from tests.live_server import cannot_sandbox
 from tests.readme import examples, run
@@ -171,6 +172,11 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
     telemetry = {"enabled": True}  # system events are on by default
     created = [sdk.browsers.create(headless=True, telemetry=telemetry) for _ in range(2)]
     assert len(second.health()["sessions"]) == 1  # the least loaded host takes each new session
+    # Two hosts, two credentials: the key the app calls one host with opens no other.
+    first = lantern.hosts[0]
+    assert first.credential != second.credential
+    assert httpx.get(f"http://127.0.0.1:{second.port}/health", timeout=5,
+                     headers={"Authorization": f"Bearer {control_key(first.credential)}"}).status_code == 401
     created += [sdk.browsers.create(headless=True) for _ in range(CAPACITY)]  # capacities add up
     ids = [browser.session_id for browser in created]
     with pytest.raises(kernel.APIStatusError) as full:

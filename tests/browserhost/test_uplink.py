@@ -1,0 +1,127 @@
+"""The host's reports to the app (browserhost/uplink.py), against a stand-in for the app: in order, each batch
+numbered, kept until answered through an outage, bounded, and stopped when the app refuses the host."""
+import threading
+
+from browserhost.uplink import AppUnreachable, Refused, Reports
+from lantern_wire.hosts import REPORTS
+
+
+class FlakyApp:
+    """Answers reports like the app (a batch applied once), except while `down` is set or `refuse` is given."""
+
+    credential = "lbh_test"
+
+    def __init__(self):
+        self.down = threading.Event()
+        self.refuse = None
+        self.requests = 0
+        self.applied = []  # (session, kind, batch or None, payload) in the order applied
+        self._seen = set()
+
+    def post(self, path, body):
+        assert path == REPORTS
+        self.requests += 1
+        if self.refuse:
+            raise Refused(self.refuse, "no")
+        if self.down.is_set():
+            raise AppUnreachable("ConnectionRefusedError")
+        for report in body["reports"]:
+            key = (report["session_id"], report.get("batch"))
+            if report.get("batch") is None or key not in self._seen:
+                self._seen.add(key)
+                self.applied.append((report["session_id"], report["kind"], report.get("batch"),
+                                     report.get("events") or report.get("lines") or report.get("reason")))
+        return {"results": [{"status": "ok"} for _ in body["reports"]]}
+
+
+def test_reports_arrive_in_order_each_batch_numbered_per_session():
+    app = FlakyApp()
+    reports = Reports(app, limit=1000).start()
+    reports.telemetry("s1", [{"n": 1}])
+    reports.logs("s2", "supervisor", "chromium", [{"message": "x"}])
+    reports.telemetry("s1", [{"n": 2}])
+    reports.activity("s1")
+    reports.ended("s1", "browser_exited")
+    reports.telemetry("s1", [])  # nothing to send: no report
+    assert reports.flush(5)
+    assert app.applied == [("s1", "telemetry", 1, [{"n": 1}]), ("s2", "logs", 1, [{"message": "x"}]),
+                           ("s1", "telemetry", 2, [{"n": 2}]), ("s1", "activity", None, None),
+                           ("s1", "ended", None, "browser_exited")]
+    reports.stop()
+
+
+def test_through_an_outage_nothing_is_lost_or_applied_twice():
+    app = FlakyApp()
+    app.down.set()
+    reports = Reports(app, limit=10_000).start()
+    for n in range(300):
+        reports.telemetry("s1", [{"n": n}])
+    assert not reports.flush(0.5)  # the app is away: nothing is answered, nothing is dropped
+    assert app.requests >= 2 and not app.applied and reports.dropped == 0
+    app.down.clear()
+    assert reports.flush(10)
+    assert [payload[0]["n"] for _, _, _, payload in app.applied] == list(range(300))
+    assert [batch for _, _, batch, _ in app.applied] == list(range(1, 301))
+    reports.stop()
+
+
+def test_past_its_limit_the_queue_drops_and_the_next_report_says_how_many_were_lost():
+    app = FlakyApp()
+    app.down.set()
+    reports = Reports(app, limit=5).start()
+    reports.telemetry("s1", [{"n": n} for n in range(4)])
+    reports.telemetry("s1", [{"n": 4}, {"n": 5}])  # would make 6: dropped
+    reports.logs("s1", "supervisor", "chromium", [{"message": "a"}, {"message": "b"}])  # dropped too
+    assert reports.dropped == 4
+    app.down.clear()
+    assert reports.flush(10)
+    reports.telemetry("s1", [{"n": 6}])
+    assert reports.flush(10)
+    assert [(batch, [event["n"] for event in events]) for _, _, batch, events in app.applied] == [
+        (1, [0, 1, 2, 3]), (2, [6])]
+    reports.stop()
+
+
+def test_the_lost_count_rides_on_the_sessions_next_telemetry_report():
+    seen = []
+
+    class Recording(FlakyApp):
+        def post(self, path, body):
+            seen.extend(body["reports"])
+            return super().post(path, body)
+
+    app = Recording()
+    reports = Reports(app, limit=2)
+    reports.telemetry("s1", [{"n": 1}, {"n": 2}])
+    reports.telemetry("s1", [{"n": 3}])  # the queue is full (not started): lost
+    reports.start()
+    assert reports.flush(10)
+    reports.telemetry("s1", [{"n": 4}])
+    assert reports.flush(10)
+    assert [report.get("lost") for report in seen] == [None, 1]
+    reports.stop()
+
+
+def test_a_refused_credential_stops_the_reports_and_says_so_once():
+    app = FlakyApp()
+    app.refuse = 401
+    refused = []
+    reports = Reports(app, limit=100, on_refused=refused.append).start()
+    reports.activity("s1")
+    reports.activity("s1")
+    assert reports.flush(5)  # returns: nothing will be answered any more
+    assert refused == [401] and app.requests == 1
+    reports.stop()
+
+
+def test_a_report_the_app_refuses_as_malformed_is_dropped_not_sent_forever():
+    app = FlakyApp()
+    app.refuse = 400
+    reports = Reports(app, limit=100).start()
+    reports.activity("s1")
+    assert reports.flush(5)
+    app.refuse = None
+    reports.activity("s2")
+    assert reports.flush(5)
+    assert app.applied == [("s2", "activity", None, None)]
+    reports.stop()

@@ -1,0 +1,117 @@
+"""The browser host as its own program (#27): it runs with no database and no encryption keys, imports no part
+of the app, keeps every event through an outage of the app, and stops when its credential is revoked."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import kernel
+from playwright.sync_api import sync_playwright
+
+from lantern_wire.hosts import HEARTBEAT
+from tests.browsers.live.conftest import HOST_SETTINGS, Host
+from tests.live_server import ROOT, browser_host, free_port, gunicorn, private_database, run_cli, server_env, stop
+
+
+def environment_of(pid):
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    return dict(entry.split("=", 1) for entry in entries if "=" in entry)
+
+
+def test_a_host_without_database_or_keys_serves_a_session_end_to_end(lantern, sdk, site):
+    host = lantern.hosts[0]
+    environment = environment_of(host.process.pid)
+    assert "LANTERN_DATABASE_URL" not in environment and "LANTERN_ENCRYPTION_KEYS" not in environment
+    assert environment["LANTERN_BROWSER_HOST_CREDENTIAL"] == host.credential
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, browserhost.__main__; print(' '.join(sorted({m.split('.')[0] for m in "
+                               "sys.modules if m.split('.')[0] in ('app', 'flask', 'peewee', 'psycopg', 'werkzeug', "
+                               "'marshmallow', 'cryptography')})))"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert imported == "", f"the host imports {imported}"
+
+    created = sdk.browsers.create(headless=True, telemetry={"enabled": True, "browser": {"console": {"enabled": True}}})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        page = browser.contexts[0].new_page()
+        page.goto(f"{site.url}/")
+        page.evaluate("console.log('through a host with no database')")
+        browser.close()
+    deadline = time.monotonic() + 10
+    while not [e for e in sdk.browsers.telemetry.events(created.session_id, since="1h", category=["console"])
+               if e.event.data.text == "through a host with no database"]:
+        assert time.monotonic() < deadline, "the host's report never reached the archive"
+        time.sleep(0.2)
+    lines = [line.message for line in sdk.browsers.logs.stream(
+        created.session_id, source="supervisor", supervisor_process="browser-host", follow=False)]
+    assert any("CDP client" in line and "connected" in line for line in lines)
+    sdk.browsers.delete_by_id(created.session_id)
+    assert sdk.browsers.retrieve(created.session_id, include_deleted=True).end_reason == "deleted"
+
+
+def test_a_revoked_host_is_refused_its_sessions_end_and_it_stops(lantern, sdk):
+    revocable = lantern.start_host("revocable", 1)
+    created = []
+    while not revocable.health()["sessions"]:  # the least loaded host takes each: within a few creates
+        assert len(created) < 4
+        created.append(sdk.browsers.create(headless=True).session_id)
+    [on_revocable] = revocable.health()["sessions"]
+    run_cli(lantern.env, "browsers", "hosts", "revoke", "revocable")
+    assert sdk.browsers.retrieve(on_revocable, include_deleted=True).end_reason == "host_lost"
+    refused = httpx.post(f"{lantern.base_url}{HEARTBEAT}", json={"sessions": [], "active": []},
+                         headers={"Authorization": f"Bearer {revocable.credential}"})
+    assert refused.status_code == 401
+    assert revocable.process.wait(timeout=20) == 4  # its next heartbeat was refused: it stopped its browsers
+    assert not any((revocable.workdir / "sessions").iterdir())
+    for session_id in set(created) - {on_revocable}:
+        assert sdk.browsers.retrieve(session_id).session_id == session_id  # the other host's go on
+
+
+def test_a_host_keeps_every_event_while_the_app_is_down_for_five_seconds(tmp_path):
+    """A page logs 600 lines over six seconds; the app stops for five of them and starts again on the same port.
+    Every line reaches the archive once, in order, with consecutive seqs; the host goes on by itself."""
+    port = free_port()
+    with private_database(tmp_path) as database_url:
+        env = server_env(database_url, tmp_path)
+        # A host silent for 10 s (the default) is lost: the outage stays within it.
+        env.update(HOST_SETTINGS, LANTERN_BROWSER_HOST_DIR=str(tmp_path / "hosts"),
+                   LANTERN_BROWSER_HOST_TIMEOUT_SECONDS="10")
+        run_cli(env, "db", "upgrade")
+        api_key = run_cli(env, "orgs", "create", "--name", "outage", "--owner-email", "o@x.test").split()[-1]
+        base_url = f"http://127.0.0.1:{port}"
+        with gunicorn(env, tmp_path / "before.log", port=port):
+            process, host_port = browser_host(env, tmp_path, "steady", 1, app_url=base_url)
+            host = Host("steady", host_port, process, tmp_path / "hosts" / "steady", process.credential)
+            sdk = kernel.Kernel(api_key=api_key, base_url=base_url, max_retries=0, timeout=60)
+            created = sdk.browsers.create(headless=True, timeout_seconds=300,
+                                          telemetry={"enabled": True, "browser": {"console": {"enabled": True}}})
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+                browser.contexts[0].pages[0].evaluate(
+                    "let n = 0; const timer = setInterval(() => { console.log('line ' + n); "
+                    "if (++n === 600) clearInterval(timer); }, 10)")
+                browser.close()
+        try:
+            time.sleep(5)  # the app is down
+            with gunicorn(env, tmp_path / "after.log", port=port):
+                deadline = time.monotonic() + 30
+                while True:
+                    events = list(sdk.browsers.telemetry.events(created.session_id, since="1h", category=["console"],
+                                                                limit=100))
+                    if len(events) >= 600 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                texts = [e.event.data.text for e in events]
+                assert texts == [f"line {n}" for n in range(600)]
+                seqs = [e.seq for e in events]
+                assert seqs == list(range(seqs[0], seqs[0] + 600))
+                assert host.process.poll() is None and created.session_id in host.health()["sessions"]
+                listed = run_cli(env, "browsers", "hosts", "list")
+                assert "steady" in listed and " live " in listed  # heart-beating again
+                sdk.browsers.delete_by_id(created.session_id)
+        finally:
+            sdk.close()
+            stop(host.process)
+            assert not os.path.exists(tmp_path / "hosts" / "steady" / "sessions" / created.session_id)

@@ -1,0 +1,218 @@
+"""The app's internal API for browser hosts (app/browsers/host_api.py): each host's own credential, registering,
+heart-beats, and reports applied once each, in order, for the host's own sessions only."""
+from datetime import timedelta
+
+import pytest
+
+from app.browsers import hosts
+from app.browsers.models import BrowserHost, BrowserSession
+from app.core import clock
+from app.core.db import db
+from lantern_wire.hosts import HEARTBEAT, REGISTER, REPORTS, STOPPED, control_key, credential_hash
+from tests.browsers.conftest import TELEMETRY_ON, console
+
+REGISTRATION = {"address": "http://127.0.0.1:8790", "capacity": 4, "headful": False, "unavailable_reason": None}
+
+
+@pytest.fixture
+def add_host(app):
+    """add_host(name) -> (credential, a test client posting with it), the host registered."""
+    def add(name="h1", register=True):
+        with app.app_context(), db.connection_context():
+            credential = hosts.add(name)
+        poster = HostPoster(app.test_client(), credential)
+        if register:
+            assert poster(REGISTER, REGISTRATION).status_code == 200
+        return credential, poster
+    return add
+
+
+class HostPoster:
+    def __init__(self, client, credential):
+        self.client, self.credential = client, credential
+
+    def __call__(self, path, body):
+        return self.client.post(path, json=body, headers={"Authorization": f"Bearer {self.credential}"})
+
+    def reports(self, *reports):
+        response = self(REPORTS, {"reports": list(reports)})
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["results"]
+
+
+def on_host(app, session_id, name):
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == name)
+        BrowserSession.update(host=host.id).where(BrowserSession.id == session_id).execute()
+
+
+def telemetry(session_id, batch, *events, **fields):
+    return {"session_id": session_id, "kind": "telemetry", "batch": batch, "events": list(events), **fields}
+
+
+def test_a_credential_is_stored_as_its_hash_and_the_key_the_app_calls_the_host_with(app, add_host):
+    credential, _ = add_host("h1", register=False)
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == "h1")
+        assert host.credential_hash == credential_hash(credential) and credential not in host.control_key
+        assert hosts.control_authorization(host) == f"Bearer {control_key(credential)}"
+        assert hosts.authenticate(credential).id == host.id and hosts.authenticate(credential + "x") is None
+
+
+def test_registering_says_where_the_host_is_and_ends_what_its_previous_run_had(app, client, add_host, new_browser):
+    credential, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    answer = post(REGISTER, dict(REGISTRATION, capacity=7))
+    assert answer.status_code == 200 and answer.get_json() == {"name": "h1", "heartbeat_seconds": 2}
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == "h1")
+    assert (host.address, host.capacity) == ("http://127.0.0.1:8790", 7)
+    assert client.get(f"/browsers/{session_id}?include_deleted=true").get_json()["end_reason"] == "host_restarted"
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer nope", "Basic abc"])
+def test_without_a_host_credential_every_internal_route_is_401(app, authorization, owner_key):
+    headers = {"Authorization": authorization} if authorization else {}
+    for path in (REGISTER, HEARTBEAT, REPORTS, STOPPED):
+        response = app.test_client().post(path, json={}, headers=headers)
+        assert response.status_code == 401 and response.get_json()["code"] == "unauthorized"
+    # An API key is no host credential either.
+    response = app.test_client().post(HEARTBEAT, json={}, headers={"Authorization": f"Bearer {owner_key.plaintext}"})
+    assert response.status_code == 401
+
+
+def test_a_revoked_host_is_refused_and_its_sessions_end_host_lost(app, client, add_host, new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["browsers", "hosts", "revoke", "h1"])
+    assert result.exit_code == 0, result.output
+    assert post(HEARTBEAT, {"sessions": [session_id], "active": []}).status_code == 401
+    assert client.get(f"/browsers/{session_id}?include_deleted=true").get_json()["end_reason"] == "host_lost"
+    assert runner.invoke(args=["browsers", "hosts", "revoke", "h1"]).exit_code == 1  # once
+    listed = runner.invoke(args=["browsers", "hosts", "list"]).output
+    assert "h1" in listed and "revoked" in listed
+
+
+def test_hosts_add_prints_the_credential_once_and_replace_makes_a_new_one(app):
+    runner = app.test_cli_runner()
+    first = runner.invoke(args=["browsers", "hosts", "add", "h2", "--quiet"])
+    assert first.exit_code == 0 and first.output.startswith("lbh_")
+    again = runner.invoke(args=["browsers", "hosts", "add", "h2"])
+    assert again.exit_code == 1 and "--replace" in again.output
+    replaced = runner.invoke(args=["browsers", "hosts", "add", "h2", "--replace"])
+    assert replaced.exit_code == 0 and first.output.strip() not in replaced.output
+    assert HostPoster(app.test_client(), first.output.strip())(REGISTER, REGISTRATION).status_code == 401
+
+
+def test_a_heartbeat_touches_sessions_with_clients_and_says_what_to_stop_and_capture(app, client, add_host,
+                                                                                     new_browser):
+    _, post = add_host("h1")
+    active, idle = new_browser()["session_id"], new_browser(telemetry={"enabled": False})["session_id"]
+    for session_id in (active, idle):
+        on_host(app, session_id, "h1")
+    clock.freeze(clock.now() + timedelta(seconds=5))
+    answer = post(HEARTBEAT, {"sessions": [active, idle, "gone"], "active": [active]}).get_json()
+    assert answer["stop"] == ["gone"]
+    assert answer["categories"][idle] == [] and {"console", "network", "monitor"} <= set(answer["categories"][active])
+    assert set(answer["categories"]) == {active, idle}
+    with app.app_context(), db.connection_context():
+        touched = {s.id: s.last_active_at for s in BrowserSession.select()}
+    assert touched[active] > touched[idle]
+
+
+def test_a_batch_is_applied_once_even_when_sent_again(app, client, add_host, new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    first = post.reports(telemetry(session_id, 1, console("a"), console("b")))
+    again = post.reports(telemetry(session_id, 1, console("a"), console("b")), telemetry(session_id, 2, console("c")))
+    assert first == [{"status": "ok", "accepted": 2, "dropped": 0, "last_seq": 2}]
+    assert again == [{"status": "ok", "accepted": 0, "dropped": 0, "last_seq": 2},
+                     {"status": "ok", "accepted": 1, "dropped": 0, "last_seq": 3}]
+    logs = {"session_id": session_id, "kind": "logs", "batch": 3, "source": "supervisor", "log_name": "chromium",
+            "lines": [{"message": "one line"}]}
+    assert post.reports(logs, logs) == [{"status": "ok", "accepted": 1}, {"status": "ok", "accepted": 0}]
+    texts = [e["event"]["data"]["text"] for e in
+             client.get(f"/browsers/{session_id}/telemetry/events?since=1h").get_json()]
+    assert texts == ["a", "b", "c"]
+
+
+def test_lost_events_and_invalid_ones_are_counted_and_the_rest_kept(app, client, add_host, new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    [result] = post.reports(telemetry(session_id, 1, console("kept"), {"type": "no_such_event"}, lost=5))
+    assert result["status"] == "ok" and result["accepted"] == 1
+    with app.app_context(), db.connection_context():
+        assert BrowserSession.get_by_id(session_id).telemetry_dropped == 5
+
+
+def test_a_host_reports_for_its_own_sessions_only(app, client, add_host, new_browser):
+    _, first = add_host("h1")
+    _, second = add_host("h2")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    results = second.reports(telemetry(session_id, 1, console("forged")),
+                             {"session_id": session_id, "kind": "ended", "reason": "oom"},
+                             {"session_id": session_id, "kind": "activity"})
+    assert [r["status"] for r in results] == ["refused"] * 3
+    assert client.get(f"/browsers/{session_id}").status_code == 200
+    assert client.get(f"/browsers/{session_id}/telemetry/events?since=1h").get_json() == []
+    # A malformed report is refused alone: the ones around it are applied.
+    results = first.reports({"session_id": session_id, "kind": "telemetry", "batch": 0, "events": []},
+                            {"session_id": session_id, "kind": "ended", "reason": "because"},
+                            telemetry(session_id, 1, console("ok")))
+    assert [r["status"] for r in results] == ["refused", "refused", "ok"]
+
+
+def test_an_ended_report_ends_the_session_after_what_came_before_it(app, client, add_host, new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    results = post.reports(telemetry(session_id, 1, console("last words")),
+                           {"session_id": session_id, "kind": "ended", "reason": "browser_exited"},
+                           telemetry(session_id, 2, console("too late")),
+                           {"session_id": session_id, "kind": "ended", "reason": "browser_exited"})
+    assert [r["status"] for r in results] == ["ok", "ok", "ended", "ended"]
+    record = client.get(f"/browsers/{session_id}?include_deleted=true").get_json()
+    assert record["end_reason"] == "browser_exited"
+    texts = [e["event"]["data"]["text"] for e in
+             client.get(f"/browsers/{session_id}/telemetry/events?since=1h&category=console").get_json()]
+    assert texts == ["last words"]
+
+
+def test_a_stopped_host_takes_no_new_session(app, add_host):
+    _, post = add_host("h1")
+    with app.app_context(), db.connection_context():
+        assert [h.name for h in BrowserHost.live(10)] == ["h1"]
+    assert post(STOPPED, {}).status_code == 200
+    with app.app_context(), db.connection_context():
+        assert list(BrowserHost.live(10)) == []
+
+
+def test_the_internal_api_is_not_in_the_openapi_document(anonymous):
+    paths = anonymous.get("/openapi.json").get_json()["paths"]
+    assert paths and not [path for path in paths if path.startswith("/internal")]
+
+
+def test_registering_checks_its_body(add_host):
+    _, post = add_host("h1", register=False)
+    assert post(REGISTER, {"address": "x"}).status_code == 400
+    assert post(REGISTER, dict(REGISTRATION, capacity=-1)).status_code == 400
+    assert post(REPORTS, {"reports": "no"}).status_code == 400
+
+
+def test_heartbeats_are_for_registered_sessions_of_the_host_only(app, client, add_host, new_browser):
+    _, first = add_host("h1")
+    session_id = new_browser()["session_id"]
+    answer = first(HEARTBEAT, {"sessions": [session_id], "active": [session_id]}).get_json()
+    assert answer == {"stop": [session_id], "categories": {}}  # not placed on h1: nothing of it is told
+
+
+@pytest.fixture(autouse=True)
+def unfrozen():
+    yield
+    clock.unfreeze()
