@@ -196,13 +196,17 @@ class BrowserHostServer:
         reason = self.unavailable_reason()
         body = {"address": self.advertise, "capacity": 0 if reason else self.capacity, "headful": self.headful,
                 "unavailable_reason": reason}
-        backoff = 0.5
+        backoff, started, warned = 0.5, time.monotonic(), False
         while not self.shutting_down:
             try:
                 answer = self.client.post(REGISTER, body)
             except AppUnreachable as error:
-                logger.warning("the app at %s does not answer (%s); registering again in %.0f s",
-                               self.settings["APP_URL"], error, backoff)
+                if backoff == 0.5:  # the app may be starting beside it (make run)
+                    logger.info("waiting for the app at %s (%s)", self.settings["APP_URL"], error)
+                elif time.monotonic() - started > 10 and not warned:
+                    logger.warning("the app at %s has not answered for 10 s (%s); still trying (LANTERN_APP_URL)",
+                                   self.settings["APP_URL"], error)
+                    warned = True
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue

@@ -52,27 +52,40 @@ class AppClient:
         self._local = threading.local()
 
     def post(self, path, body):
-        """The app's JSON answer; AppUnreachable or Refused."""
+        """The app's JSON answer; AppUnreachable or Refused. A kept-alive connection the app closed meanwhile (gunicorn
+        closes idle ones after a few seconds) is replaced once: every call of the internal API may be repeated."""
+        data = json.dumps(body)
         connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
-        try:
-            connection.request("POST", self._base + path, body=json.dumps(body), headers=self._headers)
-            response = connection.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
-            self._local.connection = None
-            raise AppUnreachable(f"{type(error).__name__}: {error}") from None
+        for fresh in ((False, True) if connection is not None else (True,)):
+            if fresh:
+                connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
+            try:
+                connection.request("POST", self._base + path, body=data, headers=self._headers)
+                response = connection.getresponse()
+                answer_data = response.read()
+                break
+            except (OSError, http.client.HTTPException) as error:
+                connection.close()
+                self._local.connection = None
+                if fresh:
+                    raise AppUnreachable(f"{type(error).__name__}: {error}") from None
         if response.status >= 500:
             raise AppUnreachable(f"HTTP {response.status}")
         try:
-            answer = json.loads(data or b"null")
+            answer = json.loads(answer_data or b"null")
         except ValueError:
             raise AppUnreachable(f"HTTP {response.status} with a body that is not JSON") from None
         if response.status >= 400:
             raise Refused(response.status, (answer or {}).get("message", ""))
         return answer
+
+
+    def close(self):
+        """Close this thread's connection (the others close with their threads)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
 
 
 class Reports:

@@ -2,8 +2,12 @@
 numbered, kept until answered through an outage, bounded, and stopped when the app refuses the host."""
 import threading
 
-from browserhost.uplink import AppUnreachable, Refused, Reports
+import pytest
+
+from browserhost.uplink import AppClient, AppUnreachable, Refused, Reports
 from lantern_wire.hosts import REPORTS
+from tests.fakes import LocalServer
+from tests.live_server import free_port
 
 
 class FlakyApp:
@@ -125,3 +129,42 @@ def test_a_report_the_app_refuses_as_malformed_is_dropped_not_sent_forever():
     assert reports.flush(5)
     assert app.applied == [("s2", "activity", None, None)]
     reports.stop()
+
+
+class App(LocalServer):
+    """Answers every POST with {"ok": n} (HTTP/1.1, kept alive), then closes the connection without saying so,
+    as a server closing an idle keep-alive connection does; `status` sets the answer's status."""
+
+    status = 200
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        handler.answer(self.status, {"ok": len(self.paths), "message": "refused"})
+        handler.close_connection = True
+
+    def start(self):
+        super().start()
+        self._server.RequestHandlerClass.protocol_version = "HTTP/1.1"
+        return self
+
+
+def test_the_client_replaces_a_connection_the_app_closed_and_says_what_went_wrong():
+    app = App().start()
+    client = AppClient(app.url, "lbh_test")
+    try:
+        assert client.post(REPORTS, {"reports": []}) == {"ok": 1, "message": "refused"}
+        assert client.post(REPORTS, {"reports": []})["ok"] == 2  # the first connection was closed: a new one
+        app.status = 401
+        with pytest.raises(Refused) as refused:
+            client.post(REPORTS, {"reports": []})
+        assert refused.value.status == 401
+        app.status = 503
+        with pytest.raises(AppUnreachable):
+            client.post(REPORTS, {"reports": []})
+    finally:
+        client.close()
+        app.stop()
+    with pytest.raises(AppUnreachable):
+        AppClient(f"http://127.0.0.1:{free_port()}", "lbh_test").post(REPORTS, {"reports": []})
+    with pytest.raises(ValueError):
+        AppClient("ftp://example.test", "lbh_test")

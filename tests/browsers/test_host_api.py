@@ -9,7 +9,7 @@ from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
 from lantern_wire.hosts import HEARTBEAT, REGISTER, REPORTS, STOPPED, control_key, credential_hash
-from tests.browsers.conftest import TELEMETRY_ON, console
+from tests.browsers.conftest import console
 
 REGISTRATION = {"address": "http://127.0.0.1:8790", "capacity": 4, "headful": False, "unavailable_reason": None}
 
