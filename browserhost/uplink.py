@@ -21,7 +21,8 @@ from lantern_wire.hosts import REPORTS
 
 logger = logging.getLogger(__name__)
 MAX_BACKOFF_SECONDS = 2.0
-# Per request: a few hundred kilobytes, answered within tens of milliseconds.
+# Events and lines per request: usually a few hundred kilobytes, answered within tens of milliseconds. A request
+# the app finds too large (413: network events carry bodies) is sent again as its first half.
 MAX_ITEMS_PER_REQUEST = 5000
 
 
@@ -188,7 +189,7 @@ class Reports:
     # -- sending
 
     def _run(self):
-        backoff, away_since = 0.0, None
+        backoff, away_since, most = 0.0, None, MAX_ITEMS_PER_REQUEST
         while True:
             with self._condition:
                 while not self._queue and not self._stopping:
@@ -197,7 +198,7 @@ class Reports:
                     return
                 taken, size = [], 0
                 for item in self._queue:
-                    if taken and size + item[2] > MAX_ITEMS_PER_REQUEST:
+                    if taken and size + item[2] > most:
                         break
                     taken.append(item)
                     size += item[2]
@@ -213,6 +214,9 @@ class Reports:
                     self._condition.wait_for(lambda: self._stopping, timeout=backoff)
                 continue
             except Refused as error:
+                if error.status == 413 and len(taken) > 1:
+                    most = max(1, size // 2)
+                    continue
                 if error.status == 401:
                     logger.error("the app refuses this host's credential (%s): reports stop", error)
                     with self._condition:
@@ -222,7 +226,7 @@ class Reports:
                     return
                 logger.error("the app refused %s report(s) (%s); they are dropped", len(taken), error)
                 answer = {"results": []}
-            backoff = 0.0
+            backoff, most = 0.0, MAX_ITEMS_PER_REQUEST
             if away_since is not None:
                 logger.info("the app takes reports again, after %.1f s", time.monotonic() - away_since)
                 away_since = None

@@ -106,6 +106,23 @@ def test_the_lost_count_rides_on_the_sessions_next_telemetry_report():
     reports.stop()
 
 
+def test_a_request_too_large_for_the_app_goes_again_in_halves():
+    class Small(FlakyApp):
+        def post(self, path, body):
+            if sum(len(report.get("events", ())) for report in body["reports"]) > 3:
+                raise Refused(413, "Request Entity Too Large")
+            return super().post(path, body)
+
+    app = Small()
+    reports = Reports(app, limit=100)
+    for n in range(4):
+        reports.telemetry("s1", [{"n": n}, {"n": n}])
+    reports.start()
+    assert reports.flush(5)
+    assert [batch for _, _, batch, _ in app.applied] == [1, 2, 3, 4]
+    reports.stop()
+
+
 def test_a_refused_credential_stops_the_reports_and_says_so_once():
     app = FlakyApp()
     app.refuse = 401
