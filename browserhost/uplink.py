@@ -17,13 +17,13 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from lantern_wire.hosts import REPORTS
+from lantern_wire.hosts import MAX_REPORT_ITEMS, MAX_REPORT_LINES, REPORTS
 
 logger = logging.getLogger(__name__)
 MAX_BACKOFF_SECONDS = 2.0
-# Events and lines per request: usually a few hundred kilobytes, answered within tens of milliseconds. A request
-# the app finds too large (413: network events carry bodies) is sent again as its first half.
-MAX_ITEMS_PER_REQUEST = 5000
+# Events and lines per request (lantern_wire.hosts.MAX_REPORT_ITEMS): usually a few hundred kilobytes, answered
+# within tens of milliseconds. A request the app finds too large (413: network events carry bodies) is sent again
+# as its first half.
 
 
 class AppUnreachable(Exception):
@@ -117,8 +117,10 @@ class Reports:
     # -- queueing
 
     def telemetry(self, session_id, events):
-        if not events:
-            return
+        for start in range(0, len(events), MAX_REPORT_LINES):
+            self._telemetry(session_id, events[start:start + MAX_REPORT_LINES])
+
+    def _telemetry(self, session_id, events):
         with self._condition:
             if not self._room_for(len(events)):
                 self._lost[session_id] += len(events)
@@ -129,12 +131,12 @@ class Reports:
             self._put(report, len(events), batched=True)
 
     def logs(self, session_id, source, log_name, lines):
-        if not lines:
-            return
         with self._condition:
-            if self._room_for(len(lines)):
-                self._put({"session_id": session_id, "kind": "logs", "source": source, "log_name": log_name,
-                           "lines": lines}, len(lines), batched=True)
+            for start in range(0, len(lines), MAX_REPORT_LINES):
+                part = lines[start:start + MAX_REPORT_LINES]
+                if self._room_for(len(part)):
+                    self._put({"session_id": session_id, "kind": "logs", "source": source, "log_name": log_name,
+                               "lines": part}, len(part), batched=True)
 
     def activity(self, session_id):
         with self._condition:
@@ -189,7 +191,7 @@ class Reports:
     # -- sending
 
     def _run(self):
-        backoff, away_since, most = 0.0, None, MAX_ITEMS_PER_REQUEST
+        backoff, away_since, most = 0.0, None, MAX_REPORT_ITEMS
         while True:
             with self._condition:
                 while not self._queue and not self._stopping:
@@ -226,7 +228,7 @@ class Reports:
                     return
                 logger.error("the app refused %s report(s) (%s); they are dropped", len(taken), error)
                 answer = {"results": []}
-            backoff, most = 0.0, MAX_ITEMS_PER_REQUEST
+            backoff, most = 0.0, MAX_REPORT_ITEMS
             if away_since is not None:
                 logger.info("the app takes reports again, after %.1f s", time.monotonic() - away_since)
                 away_since = None

@@ -32,6 +32,10 @@ REGISTER, HEARTBEAT, REPORTS, STOPPED = (f"{API_PREFIX}/{name}" for name in ("re
 # batch once (the host sends it again when it did not hear the answer).
 BATCHED_KINDS = ("telemetry", "logs")
 REPORT_KINDS = (*BATCHED_KINDS, "activity", "ended")
+# Reports plus their events and lines in one request, at most (more: 413, and the host sends half); events or
+# lines in one report, at most (a host splits longer ones).
+MAX_REPORT_ITEMS = 5000
+MAX_REPORT_LINES = 1000
 
 # Why a host ends a session (the record's end_reason): it restarted without it, stopped, the browser
 # exited by itself, or a process of its sandbox went past the memory cap.

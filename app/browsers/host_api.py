@@ -5,12 +5,14 @@ Not part of the public API: it is left out of the OpenAPI document (the clients 
 and described in docs/operations.md. Authentication skips these paths (app/core/auth.py); each view
 finds its host by the bearer credential here.
 """
+from urllib.parse import urlsplit
+
 from flask import Blueprint, g, request
 
 from app.browsers import host_reports, hosts
 from app.core.auth import unauthorized
-from app.core.errors import bad_request
-from lantern_wire.hosts import HEARTBEAT, REGISTER, REPORTS, STOPPED
+from app.core.errors import ApiError, bad_request
+from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPORTS, STOPPED
 
 blp = Blueprint("browser_hosts", __name__)
 
@@ -29,14 +31,41 @@ def _body(*fields):
 
 
 def _strings(value):
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return isinstance(value, list) and len(value) <= MAX_REPORT_ITEMS and all(isinstance(item, str) for item in value)
+
+
+def _items(reports):
+    """Reports plus their events and lines (each costs the app work)."""
+    count = len(reports)
+    for report in reports:
+        if isinstance(report, dict):
+            count += sum(len(report[key]) for key in ("events", "lines") if isinstance(report.get(key), list))
+    return count
+
+
+def _control_url(address):
+    """Whether `address` is a plain http(s)://host[:port] (the app calls it with the host's key: nothing else)."""
+    if not isinstance(address, str) or len(address) > 255:
+        return False
+    parts = urlsplit(address)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return False
+    return (parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.username or parts.password)
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
 @blp.post(REGISTER)
 def register():
     address, capacity, headful, reason = _body("address", "capacity", "headful", "unavailable_reason")
-    if not isinstance(address, str) or type(capacity) is not int or capacity < 0:
-        raise bad_request("address must be a URL and capacity a whole number.")
+    if not _control_url(address):
+        raise bad_request("address is the http(s) URL of the host's control API (scheme, host and port only).",
+                          field="address")
+    if type(capacity) is not int or not 0 <= capacity < 2**31:
+        raise bad_request("capacity is a whole number of browsers.", field="capacity")
+    if reason is not None and not isinstance(reason, str):
+        raise bad_request("unavailable_reason is a text or null.", field="unavailable_reason")
     return host_reports.register(g.browser_host, address, capacity, bool(headful), reason or None)
 
 
@@ -44,7 +73,7 @@ def register():
 def heartbeat():
     running, active = _body("sessions", "active")
     if not (_strings(running) and _strings(active)):
-        raise bad_request("sessions and active are lists of session ids.")
+        raise bad_request(f"sessions and active are lists of at most {MAX_REPORT_ITEMS} session ids.")
     return host_reports.heartbeat(g.browser_host, running, active)
 
 
@@ -53,6 +82,8 @@ def reports():
     (reports,) = _body("reports")
     if not isinstance(reports, list):
         raise bad_request("reports is a list.", field="reports")
+    if _items(reports) > MAX_REPORT_ITEMS:  # one request holds a worker for its length: the host sends half
+        raise ApiError(413, "payload_too_large", f"At most {MAX_REPORT_ITEMS} reports, events and lines at once.")
     return {"results": host_reports.apply_reports(g.browser_host, reports)}
 
 

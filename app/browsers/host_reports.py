@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import marshmallow as ma
 from flask import current_app
+from peewee import DataError
 
 from app.browsers import lifecycle, logs, telemetry
 from app.browsers.models import BrowserHost, BrowserSession
@@ -19,10 +20,13 @@ from app.browsers.telemetry_types import validate_event
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, bad_request
-from lantern_wire.hosts import BATCHED_KINDS, HOST_END_REASONS, REPORT_KINDS
+from lantern_wire.hosts import BATCHED_KINDS, HOST_END_REASONS, MAX_REPORT_LINES, REPORT_KINDS
+
+MAX_INT64 = 2**63 - 1
 
 logger = logging.getLogger(__name__)
 MAX_LOG_LINE = 64 * 1024
+LOG_SOURCES = ("path", "supervisor")
 
 
 def register(host, address, capacity, headful, unavailable_reason):
@@ -71,18 +75,20 @@ def _apply(host, report):
     except ma.ValidationError as error:
         return {"status": "refused", "message": str(error.messages)}
     session = BrowserSession.get_or_none(BrowserSession.id == session_id)
-    if session is None or (session.host_id != host.id and session.is_active):
+    if session is None or session.host_id not in (host.id, None) or (session.host_id is None and session.is_active):
         return {"status": "refused", "message": f"session {session_id} is not run by browser host {host.name}"}
+    if session.host_id is None:  # its host was taken off it (lost): it has ended, whoever ran it
+        return {"status": "ended"}
     try:
         if kind == "telemetry":
             accepted, dropped, last_seq = telemetry.ingest(session, _events(report["events"]), from_host=True,
                                                            batch=batch, lost=report.get("lost") or 0)
             return {"status": "ok", "accepted": accepted, "dropped": dropped, "last_seq": last_seq}
         if kind == "logs":
-            lines = [{"message": line["message"][:MAX_LOG_LINE]} for line in report["lines"]]
+            lines = [{"message": line["message"][:MAX_LOG_LINE].replace("\x00", "\ufffd")} for line in report["lines"]]
             return {"status": "ok", "accepted": logs.ingest(session, report["source"], report["log_name"], lines,
                                                             from_host=True, batch=batch)}
-        if session.host_id != host.id or not session.is_active:
+        if not session.is_active:
             return {"status": "ended"}
         if kind == "activity":
             lifecycle.touch(session)
@@ -93,6 +99,8 @@ def _apply(host, report):
         if error.status != 409:
             raise
         return {"status": "ended"}
+    except DataError as error:  # a value the database refuses: this report alone is refused
+        return {"status": "refused", "message": f"the database refused it: {error}"}
 
 
 def _checked(report):
@@ -102,19 +110,24 @@ def _checked(report):
     kind, session_id, batch = report["kind"], report.get("session_id"), report.get("batch")
     if not isinstance(session_id, str):
         raise ma.ValidationError("session_id must be a string")
-    if kind in BATCHED_KINDS and not (type(batch) is int and batch > 0):
-        raise ma.ValidationError("batch must be a positive integer")
-    if kind == "telemetry" and not (isinstance(report.get("events"), list)
-                                    and type(report.get("lost", 0)) is int and report.get("lost", 0) >= 0):
-        raise ma.ValidationError("a telemetry report has a list of events (and a count of lost ones)")
-    if kind == "logs" and not (isinstance(report.get("source"), str) and isinstance(report.get("log_name"), str)
-                               and isinstance(report.get("lines"), list)
-                               and all(isinstance(line, dict) and isinstance(line.get("message"), str)
-                                       for line in report["lines"])):
-        raise ma.ValidationError("a logs report has source, log_name and lines of {message}")
+    if kind in BATCHED_KINDS and not (type(batch) is int and 0 < batch <= MAX_INT64):
+        raise ma.ValidationError("batch must be a positive 64-bit integer")
+    if kind == "telemetry" and not (_list_of(report.get("events"), dict)
+                                    and type(report.get("lost", 0)) is int and 0 <= report.get("lost", 0) < 2**31):
+        raise ma.ValidationError(f"a telemetry report has a list of at most {MAX_REPORT_LINES} events (and a count "
+                                 "of lost ones)")
+    if kind == "logs" and not (report.get("source") in LOG_SOURCES and isinstance(report.get("log_name"), str)
+                               and 0 < len(report["log_name"]) <= 255 and _list_of(report.get("lines"), dict)
+                               and all(isinstance(line.get("message"), str) for line in report["lines"])):
+        raise ma.ValidationError(f"a logs report has a source ({', '.join(LOG_SOURCES)}), a log_name and at most "
+                                 f"{MAX_REPORT_LINES} lines of {{message}}")
     if kind == "ended" and report.get("reason") not in HOST_END_REASONS:
         raise ma.ValidationError(f"reason must be one of {', '.join(HOST_END_REASONS)}")
     return kind, session_id, batch
+
+
+def _list_of(value, kind):
+    return isinstance(value, list) and len(value) <= MAX_REPORT_LINES and all(isinstance(v, kind) for v in value)
 
 
 def _events(events):
@@ -126,7 +139,7 @@ def _events(events):
         try:
             valid.append(validate_event(event, now_us=now_us))
         except ma.ValidationError as error:
-            logger.warning("a browser host's %s event was not valid: %s", (event or {}).get("type"), error.messages)
+            logger.warning("a browser host's %s event was not valid: %s", event.get("type"), error.messages)
     return valid
 
 

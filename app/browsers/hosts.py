@@ -24,8 +24,13 @@ from app.core.errors import ApiError, bad_request, conflict
 from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
-# Direct connections only: a host's key goes to that host and nowhere else.
-_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# Direct HTTP(S) connections only: a host's key goes to that host and nowhere else, and an address a host
+# registered never makes the app read a file (urllib's default opener also opens file:, ftp: and data: URLs).
+_opener = urllib.request.OpenerDirector()
+for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
+                 urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(),
+                 urllib.request.HTTPErrorProcessor()):
+    _opener.add_handler(_handler)
 
 
 class HostError(Exception):

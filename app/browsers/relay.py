@@ -83,12 +83,15 @@ def _open_through_host(session, target_path):
 def _open_direct(session, target_path):
     """Straight to the browser's DevTools of a host on this machine: its sandbox's Unix socket, or its port
     without a sandbox; None when this worker may not open the socket (only root may: it goes through the
-    host's relay then)."""
+    host's relay then), or when the socket the host names is not one of a sandbox's user (this worker
+    connects where the host says: never to a socket of root's or of its own user)."""
     try:
         endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
     except hosts.HostError:
         raise _unreachable(session) from None
     devtools = DevTools.from_json(endpoint)
+    if devtools.socket_path and not (type(devtools.owner) is int and devtools.owner not in (0, os.geteuid())):
+        return None  # a socket only a sandbox's user owns is opened here; anything else goes through the host
     try:
         upstream = devtools.connect(timeout=10)
     except PermissionError:

@@ -1,10 +1,14 @@
 """The app's internal API for browser hosts (app/browsers/host_api.py): each host's own credential, registering,
 heart-beats, and reports applied once each, in order, for the host's own sessions only."""
+import json
+import os
+import socket
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
-from app.browsers import hosts
+from app.browsers import hosts, relay
 from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
@@ -216,3 +220,74 @@ def test_heartbeats_are_for_registered_sessions_of_the_host_only(app, client, ad
 def unfrozen():
     yield
     clock.unfreeze()
+
+
+@pytest.mark.parametrize("address", ["file:///etc/passwd#", "ftp://127.0.0.1/", "http://user:pw@127.0.0.1:1",
+                                     "http://127.0.0.1:1/path", "http://127.0.0.1:1?x=1", "http://", "http://h:99999",
+                                     "http://" + "h" * 300, 12])
+def test_a_host_registers_at_a_plain_http_address_only(add_host, address):
+    """The app calls a host's address with its key: never a file, a path of another service, or userinfo."""
+    _, post = add_host("h1", register=False)
+    answer = post(REGISTER, dict(REGISTRATION, address=address))
+    assert answer.status_code == 400 and answer.get_json()["details"][0]["field"] == "address"
+
+
+def test_the_app_opens_no_other_scheme_than_http_for_a_host(app, tmp_path):
+    (tmp_path / "leak.json").write_text('{"Browser": "a file of the app server"}')
+    with app.app_context(), db.connection_context():
+        hosts.add("odd")
+        host = BrowserHost.get(BrowserHost.name == "odd")
+    host.address = f"file://{tmp_path}/leak.json#"
+    with app.app_context(), pytest.raises(hosts.HostError):
+        hosts.call(host, "GET", "/health", timeout=1)
+
+
+def test_a_request_with_too_many_items_is_413_and_hostile_values_refuse_their_report_alone(app, client, add_host,
+                                                                                           new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    many = [{"session_id": session_id, "kind": "activity"}] * 5001
+    assert post(REPORTS, {"reports": many}).status_code == 413
+    results = post.reports(telemetry(session_id, 2**63, console("x")),
+                           telemetry(session_id, 1, "not an event", [1]),
+                           telemetry(session_id, 1, console("x"), lost=2**40),
+                           {"session_id": session_id, "kind": "logs", "batch": 1, "source": "elsewhere",
+                            "log_name": "x", "lines": [{"message": "m"}]},
+                           {"session_id": session_id, "kind": "logs", "batch": 1, "source": "supervisor",
+                            "log_name": "chromium", "lines": [{"message": "nul \x00 inside"}]})
+    assert [r["status"] for r in results] == ["refused"] * 4 + ["ok"]
+    stream = client.get(f"/browsers/{session_id}/logs/stream?source=supervisor&supervisor_process=chromium"
+                        "&follow=false").get_data(as_text=True)
+    assert [json.loads(line[5:])["message"] for line in stream.splitlines() if line.startswith("data:")] == [
+        "nul \ufffd inside"]
+    assert post(HEARTBEAT, {"sessions": ["x"] * 5001, "active": []}).status_code == 400
+
+
+def test_an_ended_session_of_another_host_tells_nothing(app, client, add_host, new_browser):
+    _, first = add_host("h1")
+    _, second = add_host("h2")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    assert first.reports(telemetry(session_id, 1, console("a")))[0]["status"] == "ok"
+    client.delete(f"/browsers/{session_id}")
+    [result] = second.reports(telemetry(session_id, 1, console("a")))
+    assert result["status"] == "refused" and "last_seq" not in result
+
+
+@pytest.mark.parametrize("owner", [None, 0, "0", os.geteuid()])
+def test_the_relay_connects_to_no_socket_a_host_names_unless_a_sandbox_user_owns_it(monkeypatch, tmp_path, owner):
+    """A worker relays straight to a same-machine host's DevTools socket; one the host names that is root's or
+    the worker's own (a docker socket, say) is not opened: the client goes through the host's relay instead."""
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "some.sock"))
+    listener.listen()
+    monkeypatch.setattr(hosts, "call", lambda *args, **kwargs: {"browser_path": "/devtools/browser/x",
+                                                                "socket": str(tmp_path / "some.sock"), "owner": owner})
+    try:
+        assert relay._open_direct(SimpleNamespace(id="s1", host=None), "") is None
+        listener.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing connected
+    finally:
+        listener.close()
