@@ -47,7 +47,9 @@ def cpu_ms(pid):
 class Lantern:
     def __init__(self, base_url, key):
         self.base_url = base_url
-        self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        # A kept-alive connection is let go before gunicorn's keep-alive (2 s) could close it under a request.
+        self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
+                                 limits=httpx.Limits(keepalive_expiry=1.0))
 
     def session(self, telemetry):
         return self.http.post("/browsers", json={"headless": True, "telemetry": telemetry}).json()
@@ -165,7 +167,7 @@ def main():
     if launch.find_chromium() is None:
         sys.exit("no Chromium: apt-get install chromium")
     site = Site().start()
-    with lantern_with_a_host() as (base_url, key, host, _):
+    with lantern_with_a_host("on") as (base_url, key, host, _):  # browsers in sandboxes, as hosts run them
         lantern = Lantern(base_url, key)
         run_throughput(lantern, host.pid, site.url + "/page", args.lines)
         run_delay(lantern, site.url + "/page", args.events)

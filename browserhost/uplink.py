@@ -140,23 +140,26 @@ class Reports:
 
     def activity(self, session_id):
         with self._condition:
-            self._put({"session_id": session_id, "kind": "activity"}, 1)
+            self._put({"session_id": session_id, "kind": "activity"}, 0)
 
     def ended(self, session_id, reason):
         with self._condition:
-            self._put({"session_id": session_id, "kind": "ended", "reason": reason}, 1)
+            self._put({"session_id": session_id, "kind": "ended", "reason": reason}, 0)
             self._batches.pop(session_id, None)
 
-    def _room_for(self, size):
-        if self._queued_size + size <= self._limit:
+    def _room_for(self, items):
+        """Whether a report of `items` events or lines fits in the queue; if not, they are counted as dropped."""
+        if self._queued_size + items + 1 <= self._limit:
             return True
         if not self.dropped:
             logger.warning("the app has not taken this host's reports for a while: %s queued; new telemetry and "
                            "log lines are dropped (and counted) until it does", self._queued_size)
-        self.dropped += size
+        self.dropped += items
         return False
 
-    def _put(self, report, size, batched=False):
+    def _put(self, report, items, batched=False):
+        """Queue `report`, which carries `items` events or lines; it counts as one more, as the app counts it."""
+        size = items + 1
         if batched:
             self._batches[report["session_id"]] += 1
             report["batch"] = self._batches[report["session_id"]]

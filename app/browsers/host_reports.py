@@ -81,13 +81,13 @@ def _apply(host, report):
         return {"status": "ended"}
     try:
         if kind == "telemetry":
-            accepted, dropped, last_seq = telemetry.ingest(session, _events(report["events"]), from_host=True,
+            accepted, dropped, last_seq = telemetry.ingest(session, _events(report["events"]), activity=False,
                                                            batch=batch, lost=report.get("lost") or 0)
             return {"status": "ok", "accepted": accepted, "dropped": dropped, "last_seq": last_seq}
         if kind == "logs":
             lines = [{"message": line["message"][:MAX_LOG_LINE].replace("\x00", "\ufffd")} for line in report["lines"]]
             return {"status": "ok", "accepted": logs.ingest(session, report["source"], report["log_name"], lines,
-                                                            from_host=True, batch=batch)}
+                                                            activity=False, batch=batch)}
         if not session.is_active:
             return {"status": "ended"}
         if kind == "activity":

@@ -10,9 +10,9 @@ from app.core import clock
 from app.core.db import exclusive
 
 
-def ingest(session, source, log_name, lines, *, from_host=False, batch=None):
-    """Store log lines; `from_host` and `batch` as for telemetry.ingest (not activity; followers are in other
-    processes; a batch applied before is not applied again: 0)."""
+def ingest(session, source, log_name, lines, *, activity=True, batch=None):
+    """Store log lines; `activity` and `batch` as for telemetry.ingest (a batch applied before is not applied
+    again: 0)."""
     now = clock.now()
     rows = [{"session": session.id, "source": source, "log_name": log_name,
              "timestamp": line.get("timestamp") or now, "message": line["message"], "received_at": now}
@@ -30,9 +30,9 @@ def ingest(session, source, log_name, lines, *, from_host=False, batch=None):
     if not current.is_active or current.is_idle_too_long:
         lifecycle.end_if_idle(current)
         raise lifecycle.ended_error(current)
-    if not from_host:
+    if activity:
         lifecycle.touch(current)
-    streams.announce(session.logs_subject, here=not from_host)
+    streams.announce(session.logs_subject)
     return len(rows)
 
 

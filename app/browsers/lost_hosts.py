@@ -30,7 +30,7 @@ def end_sessions_of_lost_hosts():
                     .execute()):
                 continue
             try:
-                telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], from_host=True)
+                telemetry.ingest(session, [_host_lost_event(names.get(session.host_id, ""))], activity=False)
             except ApiError:
                 pass  # it ended meanwhile
             session.host_id = None

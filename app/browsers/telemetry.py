@@ -38,14 +38,14 @@ def _stripe(session_id):
     return _stripes[hash(session_id) % len(_stripes)]
 
 
-def ingest(session, events, *, from_host=False, batch=None, lost=0):
+def ingest(session, events, *, activity=True, batch=None, lost=0):
     """Store and publish validated events; returns (accepted, dropped, last_seq).
 
     One transaction per batch: the session row (seq counter, activity) and the
     archive rows commit together, so no reader sees a seq without its event.
-    `from_host`: a browser host captured them from the browser itself. They are not
-    activity (a page that logs forever must not keep its session from idling out), and
-    the host serves no stream, so they go to the archive only: workers catch up from it.
+    `activity=False`: a browser host captured them from the browser itself (or the app wrote
+    them); they are not activity, as a page that logs forever must not keep its session from
+    idling out. They reach this worker's streams at once, and the others' through the wake-up.
     `batch`: the host's number of this report (app/browsers/host_reports.py); one applied before is not
     applied again (0 accepted). `lost`: events the host dropped before sending (counted as dropped).
     """
@@ -61,7 +61,7 @@ def ingest(session, events, *, from_host=False, batch=None, lost=0):
                 first_seq = current.last_seq + 1
                 now = clock.now()
                 rows, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
-                touched = {} if from_host else {"last_active_at": now, "idle_deadline": current.deadline_from(now)}
+                touched = {"last_active_at": now, "idle_deadline": current.deadline_from(now)} if activity else {}
                 if batch is not None:
                     touched["host_batch"] = batch
                 not_kept = len(events) - len(kept) + lost
@@ -74,10 +74,9 @@ def ingest(session, events, *, from_host=False, batch=None, lost=0):
         if not current.is_active or timed_out:
             raise lifecycle.ended_error(current)
         last_seq = first_seq + len(kept) - 1
-        if not from_host:
-            _publish(session, _buffer_entries(rows))
+        _publish(session, _buffer_entries(rows))
         if kept:
-            streams.announce(session.telemetry_subject, last_seq, here=not from_host)
+            streams.announce(session.telemetry_subject, last_seq)
     return len(kept), len(events) - len(kept), last_seq
 
 

@@ -41,15 +41,13 @@ def telemetry_buffers() -> ChannelBackend:
     return _telemetry
 
 
-def announce(subject, seq=0, *, ended=False, here=True):
+def announce(subject, seq=0, *, ended=False):
     """After the commit that moved `subject` (to `seq`, where it has one) or ended it: wake its
-    followers in every other process, and in this one unless `here` is False (a process that
-    serves no streams, such as a browser host). Published first: a follower here that ends on
-    this wake-up finds the announcement's own write already done."""
+    followers in every process. Published first: a follower here that ends on this wake-up finds
+    the announcement's own write already done."""
     if _bus is not None:
         _bus.publish(subject, seq, ended)
-    if here:
-        _wake(subject, seq, ended)
+    _wake(subject, seq, ended)
 
 
 def on_wakeup(prefix, handler):

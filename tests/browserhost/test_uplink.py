@@ -4,8 +4,9 @@ import threading
 
 import pytest
 
+from app.browsers import host_api
 from browserhost.uplink import AppClient, AppUnreachable, Refused, Reports
-from lantern_wire.hosts import REPORTS
+from lantern_wire.hosts import MAX_REPORT_ITEMS, REPORTS
 from tests.fakes import LocalServer
 from tests.live_server import free_port
 
@@ -73,8 +74,8 @@ def test_past_its_limit_the_queue_drops_and_the_next_report_says_how_many_were_l
     app = FlakyApp()
     app.down.set()
     reports = Reports(app, limit=5).start()
-    reports.telemetry("s1", [{"n": n} for n in range(4)])
-    reports.telemetry("s1", [{"n": 4}, {"n": 5}])  # would make 6: dropped
+    reports.telemetry("s1", [{"n": n} for n in range(4)])  # a report and its events: 5
+    reports.telemetry("s1", [{"n": 4}, {"n": 5}])  # would make 8: dropped
     reports.logs("s1", "supervisor", "chromium", [{"message": "a"}, {"message": "b"}])  # dropped too
     assert reports.dropped == 4
     app.down.clear()
@@ -95,7 +96,7 @@ def test_the_lost_count_rides_on_the_sessions_next_telemetry_report():
             return super().post(path, body)
 
     app = Recording()
-    reports = Reports(app, limit=2)
+    reports = Reports(app, limit=3)
     reports.telemetry("s1", [{"n": 1}, {"n": 2}])
     reports.telemetry("s1", [{"n": 3}])  # the queue is full (not started): lost
     reports.start()
@@ -120,6 +121,24 @@ def test_a_request_too_large_for_the_app_goes_again_in_halves():
     reports.start()
     assert reports.flush(5)
     assert [batch for _, _, batch, _ in app.applied] == [1, 2, 3, 4]
+    reports.stop()
+
+
+def test_a_full_request_is_one_the_app_takes():
+    """The host counts a request as the app does (reports, events and lines): a full one is never a 413."""
+    sizes = []
+
+    class Counting(FlakyApp):
+        def post(self, path, body):
+            sizes.append(host_api._items(body["reports"]))
+            return super().post(path, body)
+
+    reports = Reports(Counting(), limit=100_000)
+    for _ in range(30):
+        reports.telemetry("s1", [{"n": 0}] * 500)
+    reports.start()
+    assert reports.flush(10)
+    assert max(sizes) <= MAX_REPORT_ITEMS and sum(sizes) == 30 * 501
     reports.stop()
 
 

@@ -64,7 +64,7 @@ def test_a_write_in_another_process_reaches_followers_in_every_worker_at_once(se
         follower.start()
         assert follower.opened.wait(10)
 
-    # A third process writes as a browser host does: archive only, and a wake-up.
+    # A third process writes as a worker applying a host's reports does (no activity): the archive and a wake-up.
     # The deployment's settings, keys included (without them the app would make a key file in the repo's instance/).
     writer = create_app({"DATABASE_URL": served.env["LANTERN_DATABASE_URL"], "BLOB_DIR": str(tmp_path / "blobs"),
                          "REDIS_URL": served.env.get("LANTERN_REDIS_URL"),
@@ -75,7 +75,7 @@ def test_a_write_in_another_process_reaches_followers_in_every_worker_at_once(se
             for text in ("one", "two"):
                 telemetry.ingest(session, [{"type": "console_log", "category": "console",
                                             "ts": clock.micros(clock.now()), "source": {"kind": "cdp"},
-                                            "data": {"text": text, "level": "log"}}], from_host=True)
+                                            "data": {"text": text, "level": "log"}}], activity=False)
     finally:
         writer.extensions["database"].close_all()
     for follower in followers:
