@@ -34,7 +34,7 @@ def _of_flusher(name, doc=None):
 class Capture:
     """Telemetry of one browser: `start()`, then events flow to `sink` until `stop()`."""
 
-    def __init__(self, ws_url, *, categories, sink, flush_seconds=0.1, max_batch=500, max_pending=10000,
+    def __init__(self, ws_url, *, categories, sink, flush_seconds=0.05, max_batch=500, max_pending=10000,
                  clock=time.time, on_drops=None):
         self.ws_url = ws_url
         self._categories = Categories(categories)
