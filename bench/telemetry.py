@@ -12,14 +12,26 @@
    which closes every stream. Every reader must see every seq exactly once, in order.
 3. Memory: in-process, MemoryChannels(capacity=1024) filled as app.browsers.telemetry
    fills it ((seq, (type, envelope_frame(seq, body))) per event), measured with tracemalloc.
-4. Host ingest: in-process, the call a browser host's capture makes for each batch it
-   took from Chromium (telemetry.ingest(..., from_host=True), batches of --host-batch
-   console events) in a loop for a bounded time; events/s, then a check that the archive
-   holds every event acknowledged (each call returns after its transaction committed).
+4. Host ingest, two paths in one run, on one database: (a) the baseline, what a browser host did before
+   it became its own program: in-process, telemetry.ingest(..., activity=False) in a loop (the call the
+   app now makes for each telemetry report); (b) the path now: a browserhost.uplink.Reports fed batches
+   of --host-batch console events (the same events; the capture's flusher hands up to 500 at a time) as
+   fast as it takes them, sending to gunicorn (1 gevent worker) with the credential of a host added and
+   registered for the run, into a session whose host the bench sets to it in the database. Reports drops
+   (and counts) events past its limit, and a throughput with drops would not count: the producer waits
+   for room instead, with flush() every FLUSH_EVERY_EVENTS events (four full requests), so the queue
+   never nears the limit (the host's default); it then empties once per four requests, for only as long
+   as the producer takes to queue the next ones. The two paths run in turns (--host-rounds), about
+   --seconds each in all (a turn of (b) ends once what it queued is acknowledged), so that a load beside
+   the bench weighs on both alike. Each row: events/s from the first event queued to the last one
+   acknowledged (Reports.flush; each call of (a) returns after its commit), summed over the turns, then
+   a check that the archive holds exactly every event acknowledged (the session's rows and its
+   last_seq); the ratio (b)/(a).
 
 Each prints a Markdown table for docs/benchmarks.md. Traffic goes to 127.0.0.1 only.
 """
 import argparse
+import collections
 import gc
 import http.client
 import json
@@ -40,11 +52,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from invocation_fanout import request  # noqa: E402  (bench/ is this script's first sys.path entry)
 
+from browserhost.settings import DEFAULTS as HOST_DEFAULTS  # noqa: E402
+from browserhost.uplink import AppClient, Refused, Reports  # noqa: E402
+from lantern_wire.hosts import REGISTER  # noqa: E402
 from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
 
 SESSION = {"telemetry": {"enabled": True, "browser": {"console": {"enabled": True}}}, "timeout_seconds": 3600}
 COMMAND = shlex.join([".venv/bin/python", "bench/telemetry.py", *sys.argv[1:]])
 CAPACITY = 1024
+# 4. (b): the host's queue limit, and how often the producer waits for what it queued to be acknowledged
+# (four full requests: Reports sends up to 5,000 events a request).
+HOST_REPORT_QUEUE = HOST_DEFAULTS["BROWSER_HOST_REPORT_QUEUE"]
+FLUSH_EVERY_EVENTS = 20_000
 
 
 def console_log(text):
@@ -145,40 +164,161 @@ def run_ingest(host, port, key, args):
     print()
 
 
+class InProcess:
+    """(a) The baseline: the call the app makes for each telemetry report, in a loop, in this process."""
+
+    name = "in-process `telemetry.ingest(..., activity=False)` (baseline)"
+
+    def __init__(self, session_id, batch):
+        self.session_id, self.batch = session_id, batch
+        self.calls, self.requests, self.accepted, self.wall, self.problems = 0, "-", 0, 0.0, []
+
+    def run(self, seconds):
+        from app.browsers import telemetry
+        from app.browsers.models import BrowserSession
+
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            self.accepted += telemetry.ingest(BrowserSession(id=self.session_id), self.batch, activity=False)[0]
+            self.calls += 1
+        self.wall += time.perf_counter() - started
+
+    def stop(self):
+        pass
+
+
+class CountingClient(AppClient):
+    """The host's AppClient, tallying what the app answered to the reports (read once Reports is flushed):
+    requests answered, refused ones by status (Reports sends a 413's reports again in halves), report results."""
+
+    def __init__(self, app_url, credential):
+        super().__init__(app_url, credential)
+        self.requests, self.accepted, self.statuses = 0, 0, collections.Counter()
+        self.refused = collections.Counter()
+
+    def post(self, path, body):
+        try:
+            answer = super().post(path, body)
+        except Refused as error:
+            self.refused[error.status] += 1
+            raise
+        self.requests += 1
+        for result in answer["results"]:
+            self.statuses[result["status"]] += 1
+            self.accepted += result.get("accepted", 0)
+        return answer
+
+
+class OverHttp:
+    """(b) The browser host's path now: one Reports (one sender thread, as a host has), fed the batch as fast
+    as it takes it, waiting for room every FLUSH_EVERY_EVENTS events (module docstring, item 4)."""
+
+    name = "HTTP: `Reports` -> POST /internal/browser-hosts/reports"
+
+    def __init__(self, app_url, credential, session_id, batch):
+        self.session_id, self.batch = session_id, batch
+        self.client = CountingClient(app_url, credential)
+        self.reports = Reports(self.client, limit=HOST_REPORT_QUEUE).start()
+        self.every = max(1, FLUSH_EVERY_EVENTS // len(batch))
+        self.calls, self.wall, self.problems = 0, 0.0, []
+
+    def run(self, seconds):
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            self.reports.telemetry(self.session_id, self.batch)
+            self.calls += 1
+            if self.calls % self.every == 0 and not self.reports.flush(timeout=60):
+                self.problems.append("a flush took over 60 s")
+                break
+        if not self.reports.flush(timeout=60):
+            self.problems.append("the last flush took over 60 s")
+        self.wall += time.perf_counter() - started  # from the first event queued to the last acknowledged
+
+    def stop(self):
+        self.reports.stop()
+        if self.reports.dropped:
+            self.problems.append(f"Reports dropped {self.reports.dropped} events")
+        if set(self.client.statuses) - {"ok"}:
+            self.problems.append(f"answers {dict(self.client.statuses)}")
+        for status, count in sorted(self.client.refused.items()):
+            self.problems.append(f"{count} request(s) refused with HTTP {status}")
+
+    @property
+    def requests(self):
+        return self.client.requests
+
+    @property
+    def accepted(self):
+        return self.client.accepted
+
+
+def archive_check(path):
+    """'all' when the archive's rows and the session's last_seq both equal the events queued and acknowledged."""
+    from app.browsers.models import BrowserSession, TelemetryEvent
+
+    rows = TelemetryEvent.select().where(TelemetryEvent.session == path.session_id).count()
+    session = BrowserSession.get_by_id(path.session_id)
+    queued = path.calls * len(path.batch)
+    if rows == session.last_seq == path.accepted == queued and not session.telemetry_dropped:
+        return "all"
+    return (f"MISMATCH (queued {queued}, acknowledged {path.accepted}, rows {rows}, last_seq {session.last_seq}, "
+            f"telemetry_dropped {session.telemetry_dropped})")
+
+
 def run_host_ingest(args):
-    """4. The browser host's path into the archive, on the database TEST_DATABASE_URL names (else SQLite)."""
+    """4. The browser host's path into the archive, on the database TEST_DATABASE_URL names (else SQLite):
+    (a) in-process and (b) over HTTP, each into a session of its own, in turns of seconds / rounds."""
     with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
         env = server_env(database_url, workdir)
+        # The bench's host sends reports but no heart-beat: it must not be found lost (its sessions ended).
+        env["LANTERN_BROWSER_HOST_TIMEOUT_SECONDS"] = "3600"
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@example.test").split()[-1]
+        credential = run_cli(env, "browsers", "hosts", "add", "bench-host", "--quiet").strip()
         os.environ.update({name: value for name, value in env.items() if name.startswith("LANTERN_")})
         from app import create_app
-        from app.browsers import telemetry
-        from app.browsers.models import BrowserSession, TelemetryEvent
+        from app.browsers.models import BrowserHost, BrowserSession
         from app.browsers.telemetry_types import validate_event
         from app.core.db import db
 
         app = create_app()
-        created = app.test_client().post("/browsers", json=SESSION, headers={"Authorization": f"Bearer {key}"})
-        session_id = created.get_json()["session_id"]
+
+        def new_session():
+            created = app.test_client().post("/browsers", json=SESSION, headers={"Authorization": f"Bearer {key}"})
+            return created.get_json()["session_id"]
+
         now_us = int(time.time() * 1e6)
         batch = [validate_event(console_log(f"line {n} " + "x" * 60), now_us=now_us + n)
                  for n in range(args.host_batch)]
-        accepted, calls = 0, 0
-        with app.app_context(), db.connection_context():
-            started = time.perf_counter()
-            while time.perf_counter() - started < args.seconds:
-                accepted += telemetry.ingest(BrowserSession(id=session_id), batch, from_host=True)[0]
-                calls += 1
-            wall = time.perf_counter() - started
-            archived = TelemetryEvent.select().where(TelemetryEvent.session == session_id).count()
+        with gunicorn(env, Path(workdir) / "gunicorn.log") as app_url:
+            AppClient(app_url, credential).post(REGISTER, {"address": "http://127.0.0.1:1", "capacity": 1,
+                                                           "headful": False, "unavailable_reason": None})
+            local_session, remote_session = new_session(), new_session()
+            with app.app_context(), db.connection_context():
+                host = BrowserHost.get(BrowserHost.name == "bench-host")
+                BrowserSession.update(host=host.id).where(BrowserSession.id == remote_session).execute()
+                paths = [InProcess(local_session, batch), OverHttp(app_url, credential, remote_session, batch)]
+                for _ in range(args.rounds):
+                    for path in paths:
+                        path.run(args.seconds / args.rounds)
+                for path in paths:
+                    path.stop()
+                checks = [archive_check(path) for path in paths]
         backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
         print(f"### `{COMMAND}` (4. host ingest)\n")
-        print(f"{backend}, in-process, one thread, {args.seconds:g} s\n")
-        print("| events/call | calls | events accepted | events/s | archived |")
-        print("|---|---|---|---|---|")
-        print(f"| {args.host_batch} | {calls} | {accepted} | {accepted / wall:.0f} "
-              f"| {'all' if archived == accepted else f'MISMATCH ({archived})'} |\n", flush=True)
+        print(f"{backend}, {args.host_batch} events per call, {args.seconds:g} s per path in {args.rounds} turns; "
+              f"HTTP: gunicorn 1 gevent worker, one Reports (limit {HOST_REPORT_QUEUE:,}) flushed every "
+              f"{paths[1].every} calls; {os.cpu_count()} cores shared by client and server\n")
+        print("| path | calls | requests answered | events acknowledged | events/s | archived |")
+        print("|---|---|---|---|---|---|")
+        for path, check in zip(paths, checks, strict=True):
+            print(f"| {path.name} | {path.calls} | {path.requests} | {path.accepted} "
+                  f"| {path.accepted / path.wall:.0f} | {check} |")
+        local, remote = paths
+        print(f"\nratio events/s (HTTP / in-process): "
+              f"{(remote.accepted / remote.wall) / (local.accepted / local.wall):.2f}")
+        problems = local.problems + remote.problems
+        print("\n" + ("; ".join(problems) if problems else "no drop, no refusal, no timeout") + "\n", flush=True)
 
 
 # 2. Fan-out --------------------------------------------------------------------------------------
@@ -426,13 +566,15 @@ def run_memory():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=None,
-                        help="time per ingest row (default 5) and of fan-out writing (default 10)")
+                        help="time per ingest row and host-ingest path (default 5), of fan-out writing (default 10)")
     parser.add_argument("--threads", type=int, default=4, help="ingest client threads")
     parser.add_argument("--batch", type=int, default=100, help="ingest events per request (1 and 10 also run)")
     parser.add_argument("--readers", type=int, default=200, help="fan-out SSE readers")
     parser.add_argument("--fanout-batch", type=int, default=10, help="fan-out events per request")
     parser.add_argument("--rate", type=float, default=10.0, help="fan-out writer requests per second")
     parser.add_argument("--host-batch", type=int, default=500, help="host ingest events per call")
+    parser.add_argument("--host-rounds", type=int, default=5,
+                        help="host ingest: turns of the two paths (each runs --seconds in all)")
     parser.add_argument("--only", choices=("ingest", "fanout", "memory", "host-ingest"), action="append",
                         help="run only these measurements (repeatable)")
     args = parser.parse_args()
@@ -464,7 +606,8 @@ def main():
     if "memory" in only:
         run_memory()
     if "host-ingest" in only:
-        run_host_ingest(argparse.Namespace(host_batch=args.host_batch, seconds=args.seconds or 5.0))
+        run_host_ingest(argparse.Namespace(host_batch=args.host_batch, rounds=args.host_rounds,
+                                           seconds=args.seconds or 5.0))
 
 
 if __name__ == "__main__":
