@@ -499,12 +499,17 @@ class ControlHandler(BaseHTTPRequestHandler):
         parts = [p for p in path.path.split("/") if p]
         return parts, parse_qs(path.query)
 
-    def do_POST(self):  # noqa: N802 - the stdlib's name
-        if not self.authorised():
-            return
+    def json_request(self):
+        """(path parts, JSON body, the browser of the session /sessions/{id}/... names, or None)."""
         parts, _ = self.route()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         hosted = self.host.hosted.get(parts[1]) if len(parts) == 3 and parts[0] == "sessions" else None
+        return parts, body, hosted
+
+    def do_POST(self):  # noqa: N802 - the stdlib's name
+        if not self.authorised():
+            return
+        parts, body, hosted = self.json_request()
         if parts == ["sessions"]:
             self.answer(*self.host.start_browser(body))
         elif hosted is not None and parts[2] == "clients":
@@ -521,9 +526,7 @@ class ControlHandler(BaseHTTPRequestHandler):
     def do_PUT(self):  # noqa: N802
         if not self.authorised():
             return
-        parts, _ = self.route()
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        hosted = self.host.hosted.get(parts[1]) if len(parts) == 3 and parts[0] == "sessions" else None
+        parts, body, hosted = self.json_request()
         if hosted is not None and parts[2] == "categories":
             hosted.categories = frozenset(body.get("categories") or ())
             self.answer(200, {"categories": sorted(hosted.categories)})
