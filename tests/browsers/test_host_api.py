@@ -257,8 +257,10 @@ def test_a_request_with_too_many_items_is_413_and_hostile_values_refuse_their_re
                            {"session_id": session_id, "kind": "logs", "batch": 1, "source": "supervisor",
                             "log_name": "chromium", "lines": [{"message": "nul \x00 inside"}]})
     assert [r["status"] for r in results] == ["refused"] * 4 + ["ok"]
-    stream = client.get(f"/browsers/{session_id}/logs/stream?source=supervisor&supervisor_process=chromium"
-                        "&follow=false").get_data(as_text=True)
+    response = client.get(f"/browsers/{session_id}/logs/stream?source=supervisor&supervisor_process=chromium"
+                          "&follow=false")
+    stream = response.get_data(as_text=True)
+    response.close()  # the stream's slot goes back (a stream holds one until closed)
     assert [json.loads(line[5:])["message"] for line in stream.splitlines() if line.startswith("data:")] == [
         "nul \ufffd inside"]
     assert post(HEARTBEAT, {"sessions": ["x"] * 5001, "active": []}).status_code == 400
