@@ -106,6 +106,8 @@ def init_app(app):
         elapsed_ms = (time.perf_counter() - context.get("request_started", time.perf_counter())) * 1000
         response.headers["X-Request-Id"] = request_id
         current = request._get_current_object()
-        logger.info("%s %s %s %.1fms request_id=%s", current.method, current.path,
-                    response.status_code, elapsed_ms, request_id)
+        # A view that is called all the time by machines (g.log_quietly) is logged at DEBUG unless it failed.
+        level = logging.DEBUG if context.get("log_quietly") and response.status_code < 400 else logging.INFO
+        logger.log(level, "%s %s %s %.1fms request_id=%s", current.method, current.path,
+                   response.status_code, elapsed_ms, request_id)
         return response

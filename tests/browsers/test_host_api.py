@@ -293,3 +293,14 @@ def test_the_relay_connects_to_no_socket_a_host_names_unless_a_sandbox_user_owns
             listener.accept()  # nothing connected
     finally:
         listener.close()
+
+
+def test_a_hosts_answered_calls_are_logged_at_debug_and_its_refused_ones_at_info(caplog, add_host):
+    """A host heart-beats every 2 s: its calls would be most of the request log."""
+    _, post = add_host("h1")
+    caplog.set_level("DEBUG", logger="app.requests")
+    post(HEARTBEAT, {"sessions": [], "active": []})
+    HostPoster(post.client, "lbh_wrong")(HEARTBEAT, {"sessions": [], "active": []})
+    levels = [(record.levelname, record.getMessage().split()[2]) for record in caplog.records
+              if record.name == "app.requests"]
+    assert levels == [("DEBUG", "200"), ("INFO", "401")]
