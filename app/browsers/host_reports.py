@@ -20,7 +20,13 @@ from app.browsers.telemetry_types import validate_event
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, bad_request
-from lantern_wire.hosts import BATCHED_KINDS, HOST_END_REASONS, MAX_REPORT_LINES, REPORT_KINDS
+from lantern_wire.hosts import (
+    BATCHED_KINDS,
+    ENDED_BY_HOST_RESTART,
+    HOST_END_REASONS,
+    MAX_REPORT_LINES,
+    REPORT_KINDS,
+)
 
 MAX_INT64 = 2**63 - 1
 
@@ -37,7 +43,7 @@ def register(host, address, capacity, headful, unavailable_reason):
         BrowserHost.update(address=address, capacity=capacity, headful=headful, unavailable_reason=unavailable_reason,
                            started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
-            _end_here(session, "host_restarted")
+            _end_here(session, ENDED_BY_HOST_RESTART)
     return {"name": host.name, "heartbeat_seconds": current_app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]}
 
 
