@@ -244,6 +244,10 @@ class Sandbox:
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)
         self._in_netns(["ip", "link", "set", "lo", "up"])
         self._in_netns(["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"])  # 127.0.0.1:PORT -> gateway
+        # slirp4netns' tap0 gives no IPv6 route; its link-local address would only turn valid a second or two
+        # after Chromium started, which Chromium takes for a network change: it aborts the page loads under way
+        # (net::ERR_NETWORK_CHANGED). So tap0 gets no IPv6 at all.
+        self._in_netns(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
         self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
         ready_read, ready_write = os.pipe()
         exit_read, self._slirp_exit = os.pipe()

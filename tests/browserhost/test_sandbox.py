@@ -109,6 +109,11 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
         assert process.pid in box.cgroup.pids()
         assert Path(f"/var/run/netns/{box.name}").exists()
         assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox.SandboxPolicy().pids_max)
+        # No IPv6 on its network device: a link-local address turning valid after Chromium started would abort
+        # the first page loads (net::ERR_NETWORK_CHANGED).
+        addresses = subprocess.run(["ip", "netns", "exec", box.name, "ip", "-6", "addr", "show", "dev", "tap0"],
+                                   capture_output=True, text=True, check=True).stdout
+        assert "inet6" not in addresses
     finally:
         box.destroy()
     process.wait(timeout=10)
