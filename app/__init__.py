@@ -50,6 +50,7 @@ def create_app(test_config=None):
 def register_blueprints(api):
     from app.auth_connections.hosted import blp as hosted_blp
     from app.auth_connections.views import blp as auth_connections_blp
+    from app.browsers.computer_views import blp as computer_blp
     from app.browsers.views import blp as browsers_blp
     from app.core.home import blp as home_blp
     from app.credentials.views import credentials_blp, providers_blp
@@ -60,7 +61,8 @@ def register_blueprints(api):
     from app.projects.views import legacy_blp, projects_blp
 
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
-                      profiles_blp, extensions_blp, invocations_blp, browsers_blp, auth_connections_blp, hosted_blp):
+                      profiles_blp, extensions_blp, invocations_blp, browsers_blp, computer_blp, auth_connections_blp,
+                      hosted_blp):
         api.register_blueprint(blueprint)
 
 

@@ -13,6 +13,8 @@ call its control API, authorised by the key derived from that credential:
     GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
     POST   /sessions/{id}/clients         {"delta": 1 | -1, "connection_id", "worker_pid"}: such a
                                           worker's CDP client came or left
+    POST   /sessions/{id}/computer        {"actions": [...]}: run on its screen (computer.py), in order;
+                                          {"results": [...]}, or the failed action's index and why
     PUT    /sessions/{id}/categories      {"categories": [...]}: the telemetry its capture produces
     GET    /health
 
@@ -47,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from browserhost import launch, sandbox, storage
+from browserhost import computer, launch, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.uplink import AppUnreachable, Refused, Reports
@@ -94,6 +96,7 @@ class Hosted:
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
+    screen: computer.Screen | None = None  # a headless browser's, for the computer API
 
 
 class BrowserHostServer:
@@ -341,6 +344,8 @@ class BrowserHostServer:
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
+        if options.headless:
+            hosted.screen = computer.Screen(hosted.browser.devtools)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
         state = body.get("profile_state")
         if state:
@@ -437,6 +442,18 @@ class BrowserHostServer:
             hosted.capture.browser_exited(hosted.browser.exit_status, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
 
+    def computer(self, hosted, actions):
+        """(status, answer) for POST /sessions/{id}/computer."""
+        if hosted.browser is None or hosted.stopping:
+            return 404, {"code": "not_found", "message": "No such browser on this host."}
+        if hosted.screen is None:
+            return 501, {"code": "computer_not_served", "message": "The computer API does not yet act on a headful "
+                         "session's screen; create the session with headless true, or drive it over CDP."}
+        try:
+            return 200, {"results": hosted.screen.run(actions)}
+        except computer.ActionFailed as error:
+            return error.status, {"code": "computer_action_failed", "index": error.index, "message": str(error)}
+
     def client_joined(self, hosted, connection_id, worker_pid=None):
         with self.lock:
             hosted.connections[connection_id] = (worker_pid, time.monotonic())
@@ -512,6 +529,8 @@ class ControlHandler(BaseHTTPRequestHandler):
         parts, body, hosted = self.json_request()
         if parts == ["sessions"]:
             self.answer(*self.host.start_browser(body))
+        elif hosted is not None and parts[2] == "computer":
+            self.answer(*self.host.computer(hosted, body.get("actions") or []))
         elif hosted is not None and parts[2] == "clients":
             # A worker on this machine relays straight to Chromium and says when a client comes and goes.
             connection_id = str(body.get("connection_id") or "")

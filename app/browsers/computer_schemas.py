@@ -1,0 +1,147 @@
+"""Bodies and answers of the computer API (/browsers/{id}/computer/...), field for field as the official SDK
+(`kernel==0.131.0`, resources/browsers/computer.py and its types) sends and reads them.
+
+Coordinates are checked against the session's viewport where the session is known
+(app/browsers/computer.py); here, only their type and sign.
+"""
+import marshmallow as ma
+from marshmallow import validate
+
+from app.core.fields import Choice, JsonBoolean, JsonInteger
+
+MOUSE_BUTTONS = ["left", "right", "middle", "back", "forward"]
+DRAG_BUTTONS = ["left", "middle", "right"]
+CLICK_TYPES = ["down", "up", "click"]
+# Bounds that keep one request from holding a session's screen for long: a minute of waiting at most.
+MAX_MS = 60_000
+MAX_TEXT = 10_000
+MAX_KEYS = 100
+MAX_PATH = 1000
+MAX_BATCH = 200
+
+Coordinate = JsonInteger(required=True, validate=validate.Range(min=0))
+HoldKeys = ma.fields.List(ma.fields.String(validate=validate.Length(1, 64)), validate=validate.Length(max=10),
+                          metadata={"description": "modifier keys held during the action (xdotool names)"})
+
+
+def milliseconds(description):
+    return JsonInteger(validate=validate.Range(0, MAX_MS), metadata={"description": description})
+
+
+class Region(ma.Schema):
+    x = JsonInteger(required=True, validate=validate.Range(min=0))
+    y = JsonInteger(required=True, validate=validate.Range(min=0))
+    width = JsonInteger(required=True, validate=validate.Range(min=1))
+    height = JsonInteger(required=True, validate=validate.Range(min=1))
+
+
+class ScreenshotSchema(ma.Schema):
+    region = ma.fields.Nested(Region, metadata={"description": "default: the whole screen (the viewport)"})
+
+
+class ClickMouseSchema(ma.Schema):
+    x = Coordinate
+    y = Coordinate
+    button = Choice(MOUSE_BUTTONS, load_default="left")
+    click_type = Choice(CLICK_TYPES, load_default="click")
+    hold_keys = HoldKeys
+    num_clicks = JsonInteger(load_default=1, validate=validate.Range(1, 10))
+
+
+class MoveMouseSchema(ma.Schema):
+    x = Coordinate
+    y = Coordinate
+    smooth = JsonBoolean(load_default=False, metadata={"description": "a human-like curved path"})
+    duration_ms = milliseconds("how long a smooth move lasts (default: from the distance)")
+    hold_keys = HoldKeys
+
+
+class DragMouseSchema(ma.Schema):
+    path = ma.fields.List(ma.fields.List(JsonInteger(validate=validate.Range(min=0)), validate=validate.Length(2, 2)),
+                          required=True, validate=validate.Length(2, MAX_PATH),
+                          metadata={"description": "[x, y] points to drag through, at least 2"})
+    button = Choice(DRAG_BUTTONS, load_default="left")
+    delay = milliseconds("between the button going down and the first move")
+    duration_ms = milliseconds("how long a smooth drag lasts (default: from the path's length)")
+    hold_keys = HoldKeys
+    smooth = JsonBoolean(load_default=False)
+    step_delay_ms = milliseconds("between steps (default 10)")
+    steps_per_segment = JsonInteger(validate=validate.Range(1, 100), metadata={"description": "default 10"})
+
+
+class ScrollSchema(ma.Schema):
+    x = Coordinate
+    y = Coordinate
+    delta_x = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
+                          metadata={"description": "wheel units (100 CSS pixels each); positive scrolls right"})
+    delta_y = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
+                          metadata={"description": "wheel units (100 CSS pixels each); positive scrolls down"})
+    hold_keys = HoldKeys
+
+
+class PressKeySchema(ma.Schema):
+    keys = ma.fields.List(ma.fields.String(validate=validate.Length(1, 64)), required=True,
+                          validate=validate.Length(1, MAX_KEYS),
+                          metadata={"description": "xdotool key names or combinations: Return, ctrl+a, Ctrl+Shift+Tab"})
+    duration = milliseconds("how long each key is held (default: tapped)")
+    hold_keys = HoldKeys
+
+
+class TypeTextSchema(ma.Schema):
+    text = ma.fields.String(required=True, validate=validate.Length(1, MAX_TEXT))
+    delay = milliseconds("between characters")
+
+
+class CursorSchema(ma.Schema):
+    hidden = JsonBoolean(required=True)
+
+
+class SleepSchema(ma.Schema):
+    duration_ms = JsonInteger(required=True, validate=validate.Range(0, MAX_MS))
+
+
+# A batch action: its type and the body of that type under its name (the SDK's Action).
+ACTIONS = {"click_mouse": ClickMouseSchema, "move_mouse": MoveMouseSchema, "type_text": TypeTextSchema,
+           "press_key": PressKeySchema, "scroll": ScrollSchema, "drag_mouse": DragMouseSchema,
+           "set_cursor": CursorSchema, "sleep": SleepSchema}
+
+
+class ActionSchema(ma.Schema):
+    type = Choice(list(ACTIONS), required=True)
+    click_mouse = ma.fields.Nested(ClickMouseSchema)
+    move_mouse = ma.fields.Nested(MoveMouseSchema)
+    type_text = ma.fields.Nested(TypeTextSchema)
+    press_key = ma.fields.Nested(PressKeySchema)
+    scroll = ma.fields.Nested(ScrollSchema)
+    drag_mouse = ma.fields.Nested(DragMouseSchema)
+    set_cursor = ma.fields.Nested(CursorSchema)
+    sleep = ma.fields.Nested(SleepSchema)
+
+    @ma.validates_schema
+    def one_body_of_its_type(self, data, **kwargs):
+        given = [name for name in ACTIONS if name in data]
+        if given != [data.get("type")]:
+            raise ma.ValidationError(f"Give exactly one action body, the one named by type ({data.get('type')}).",
+                                     "type")
+
+    @ma.post_load
+    def flat(self, data, **kwargs):
+        """{"type", ...its fields}: what the host runs."""
+        return {"type": data["type"], **data[data["type"]]}
+
+
+class BatchSchema(ma.Schema):
+    actions = ma.fields.List(ma.fields.Nested(ActionSchema), required=True, validate=validate.Length(1, MAX_BATCH))
+
+
+class MousePositionSchema(ma.Schema):
+    x = ma.fields.Integer(required=True)
+    y = ma.fields.Integer(required=True)
+
+
+class OkSchema(ma.Schema):
+    ok = ma.fields.Boolean(required=True)
+
+
+class ClipboardSchema(ma.Schema):
+    text = ma.fields.String(required=True, validate=validate.Length(max=MAX_TEXT))

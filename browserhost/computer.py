@@ -1,0 +1,279 @@
+"""The screen, mouse and keyboard of a headless session, through DevTools (the computer API).
+
+A headless Chromium has no X display: its screen is the viewport of its active page (the page listed
+first by /json/list, the one last brought to the front), read with `Page.captureScreenshot` and acted on
+with `Input.dispatchMouseEvent` / `dispatchKeyEvent` / `insertText` on that page. Coordinates are CSS
+pixels of the viewport, as the session's record gives it. The mouse is where the last action left it (the
+viewport's top-left corner at first).
+
+`Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
+at the first that fails: ActionFailed says which (its index) and why. Each action is a dict with its
+`type` and the SDK's fields for it (app/browsers/computer_schemas.py checked them):
+
+    click_mouse   x, y, button, click_type (down/up/click), num_clicks, hold_keys
+    move_mouse    x, y, smooth, duration_ms, hold_keys
+    drag_mouse    path [[x, y], ...], button, delay, smooth, duration_ms, steps_per_segment, step_delay_ms, hold_keys
+    scroll        x, y, delta_x, delta_y (wheel units of WHEEL_PIXELS), hold_keys
+    press_key     keys (xdotool names and combinations), duration (ms held), hold_keys
+    type_text     text, delay (ms between characters)
+    set_cursor    hidden (a headless screen draws no cursor: it is only remembered)
+    sleep         duration_ms
+    capture_screenshot  region {x, y, width, height}  -> {"png": base64}
+    get_mouse_position                                -> {"x", "y"}
+"""
+import itertools
+import math
+import random
+import threading
+import time
+
+from browserhost import keys
+from browserhost.cdp import CdpClient, CdpError
+
+# One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one notch scrolls in Chromium.
+WHEEL_PIXELS = 100
+# A smooth move lasts this long per 100 px of distance when the caller gives no duration (within bounds),
+# in steps of about one frame.
+SMOOTH_MS_PER_100PX, SMOOTH_MIN_MS, SMOOTH_MAX_MS, FRAME_MS = 60, 80, 1500, 16
+DRAG_STEPS_PER_SEGMENT, DRAG_STEP_DELAY_MS = 10, 10
+CDP_TIMEOUT = 10.0
+BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
+           "forward": ("forward", 16)}
+
+
+class ActionFailed(Exception):
+    """Action number `index` of a list could not be done; `status` says whose fault (400: the action's)."""
+
+    def __init__(self, index, message, status=502):
+        super().__init__(message)
+        self.index, self.status = index, status
+
+
+class Screen:
+    """One headless session's screen; `run` is safe to call from any thread (one list at a time)."""
+
+    def __init__(self, devtools):
+        self.devtools = devtools
+        self.mouse = (0, 0)
+        self.cursor_hidden = False
+        self._lock = threading.Lock()
+
+    def run(self, actions):
+        """Each action's result (None, or a dict for screenshots and the mouse position), in order."""
+        with self._lock:
+            try:
+                page = self._active_page()
+            except (CdpError, OSError, ValueError) as error:
+                raise ActionFailed(0, f"the browser's page could not be reached: {error}") from None
+            with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
+                session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+                try:
+                    return [self._run_one(_Page(cdp, session), index, action)
+                            for index, action in enumerate(actions)]
+                finally:
+                    try:
+                        cdp.call("Target.detachFromTarget", {"sessionId": session})
+                    except CdpError:
+                        pass
+
+    def _active_page(self):
+        """The target id of the page last brought to the front (/json/list lists it first)."""
+        for target in self.devtools.get_json("/json/list"):
+            if target.get("type") == "page":
+                return target["id"]
+        raise ValueError("the browser has no page open")
+
+    def _run_one(self, page, index, action):
+        try:
+            return getattr(self, f"_{action['type']}")(page, **{k: v for k, v in action.items() if k != "type"})
+        except keys.UnknownKey as error:
+            raise ActionFailed(index, f"action {index} ({action['type']}): {error}", status=400) from None
+        except (CdpError, OSError) as error:
+            raise ActionFailed(index, f"action {index} ({action['type']}) failed in the browser: {error}") from None
+
+    # -- actions
+
+    def _click_mouse(self, page, x, y, button="left", click_type="click", num_clicks=1, hold_keys=()):
+        with page.holding(hold_keys) as modifiers:
+            self._move(page, x, y, modifiers)
+            for count in range(1, num_clicks + 1):
+                if click_type in ("down", "click"):
+                    page.mouse("mousePressed", x, y, modifiers, button=button, click_count=count)
+                if click_type in ("up", "click"):
+                    page.mouse("mouseReleased", x, y, modifiers, button=button, click_count=count)
+
+    def _move_mouse(self, page, x, y, smooth=False, duration_ms=None, hold_keys=()):
+        with page.holding(hold_keys) as modifiers:
+            if smooth:
+                self._glide(page, [self.mouse, (x, y)], duration_ms, modifiers)
+            else:
+                self._move(page, x, y, modifiers)
+
+    def _drag_mouse(self, page, path, button="left", delay=0, smooth=False, duration_ms=None,
+                    steps_per_segment=DRAG_STEPS_PER_SEGMENT, step_delay_ms=DRAG_STEP_DELAY_MS, hold_keys=()):
+        points = [tuple(point) for point in path]
+        with page.holding(hold_keys) as modifiers:
+            self._move(page, *points[0], modifiers)
+            page.mouse("mousePressed", *points[0], modifiers, button=button, click_count=1)
+            time.sleep(delay / 1000)
+            if smooth:
+                self._glide(page, points, duration_ms, modifiers, button=button)
+            else:
+                for start, end in itertools.pairwise(points):
+                    for step in range(1, steps_per_segment + 1):
+                        x, y = _between(start, end, step / steps_per_segment)
+                        self._move(page, x, y, modifiers, button=button)
+                        time.sleep(step_delay_ms / 1000)
+            page.mouse("mouseReleased", *points[-1], modifiers, button=button, click_count=1)
+
+    def _scroll(self, page, x, y, delta_x=0, delta_y=0, hold_keys=()):
+        with page.holding(hold_keys) as modifiers:
+            self._move(page, x, y, modifiers)
+            page.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "modifiers": modifiers,
+                                                   "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
+
+    def _press_key(self, page, keys, duration=0, hold_keys=()):  # noqa: A002 - the API's name
+        combinations = [keys_of(name) for name in keys]
+        with page.holding(hold_keys) as held:
+            for combination in combinations:
+                page.press(combination, held, duration / 1000)
+
+    def _type_text(self, page, text, delay=0):
+        for position, char in enumerate(text):
+            if position and delay:
+                time.sleep(delay / 1000)
+            typed = keys_of("Return") if char == "\n" else keys.typing(char)
+            if typed is None:  # no key of a US keyboard types it: it is inserted as the text an IME would give
+                page.send("Input.insertText", {"text": char})
+            else:
+                page.press(typed, 0, 0)
+
+    def _set_cursor(self, page, hidden):
+        self.cursor_hidden = hidden
+
+    def _sleep(self, page, duration_ms):
+        time.sleep(duration_ms / 1000)
+
+    def _capture_screenshot(self, page, region=None):
+        params = {"format": "png"}
+        if region:
+            params["clip"] = {**{k: region[k] for k in ("x", "y", "width", "height")}, "scale": 1}
+        return {"png": page.call("Page.captureScreenshot", params)["data"]}
+
+    def _get_mouse_position(self, page):
+        return {"x": self.mouse[0], "y": self.mouse[1]}
+
+    # -- the mouse
+
+    def _move(self, page, x, y, modifiers, button=None):
+        page.mouse("mouseMoved", x, y, modifiers, button=button)
+        self.mouse = (x, y)
+
+    def _glide(self, page, points, duration_ms, modifiers, button=None):
+        """Through `points` along curves a hand would draw, in about `duration_ms` (from the distance if None)."""
+        distance = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
+        if duration_ms is None:
+            duration_ms = min(SMOOTH_MAX_MS, max(SMOOTH_MIN_MS, distance / 100 * SMOOTH_MS_PER_100PX))
+        steps = max(1, round(duration_ms / FRAME_MS))
+        path = _curve(points, steps)
+        for x, y in path:
+            self._move(page, x, y, modifiers, button=button)
+            time.sleep(duration_ms / 1000 / len(path))
+
+
+class _Page:
+    """One attached page: DevTools calls on its session, and its keyboard and mouse."""
+
+    def __init__(self, cdp, session):
+        self.cdp, self.session = cdp, session
+        self.modifiers = 0
+
+    def call(self, method, params):
+        return self.cdp.call(method, params, session_id=self.session, timeout=CDP_TIMEOUT)
+
+    def send(self, method, params):
+        # Input events are answered once the page handled them: waiting keeps their order and timing.
+        self.call(method, params)
+
+    def mouse(self, kind, x, y, modifiers, *, button=None, click_count=0):
+        name, _ = BUTTONS.get(button or "", ("none", 0))
+        pressed = BUTTONS[button][1] if button and kind != "mouseReleased" else 0
+        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "modifiers": modifiers, "button": name,
+                                               "buttons": pressed, "clickCount": click_count})
+
+    def key(self, kind, key, modifiers):
+        shifted = bool(modifiers & keys.SHIFT and key.shifted)
+        event = {"type": kind, "key": key.shifted if shifted else key.key, "code": key.code,
+                 "windowsVirtualKeyCode": key.key_code, "nativeVirtualKeyCode": key.key_code, "modifiers": modifiers}
+        typing = modifiers & ~keys.SHIFT == 0  # Ctrl, Alt or Meta held: a shortcut, which types nothing
+        text = (key.shifted if shifted else key.text) if typing else ""
+        if kind == "keyDown" and text:
+            event["text"] = event["unmodifiedText"] = text
+        elif kind == "keyDown":
+            event["type"] = "rawKeyDown"
+        self.send("Input.dispatchKeyEvent", event)
+
+    def press(self, combination, held, seconds):
+        """Keys down in order (each modifier counting for the next), held `seconds`, up in reverse."""
+        modifiers = held
+        for key in combination:
+            modifiers |= key.modifier
+            self.key("keyDown", key, modifiers)
+        time.sleep(seconds)
+        for key in reversed(combination):
+            modifiers &= ~key.modifier
+            self.key("keyUp", key, modifiers)
+
+    def holding(self, names):
+        return _Holding(self, [key for name in names for key in keys_of(name)])
+
+
+class _Holding:
+    """Modifier keys down for the length of a block; the block gets their bit mask."""
+
+    def __init__(self, page, held):
+        self.page, self.held = page, held
+
+    def __enter__(self):
+        modifiers = 0
+        for key in self.held:
+            modifiers |= key.modifier
+            self.page.key("keyDown", key, modifiers)
+        return modifiers
+
+    def __exit__(self, *exc):
+        modifiers = keys.modifiers_of(self.held)
+        for key in reversed(self.held):
+            modifiers &= ~key.modifier
+            self.page.key("keyUp", key, modifiers)
+        return False
+
+
+keys_of = keys.combination
+
+
+def _between(start, end, fraction):
+    return round(start[0] + (end[0] - start[0]) * fraction), round(start[1] + (end[1] - start[1]) * fraction)
+
+
+def _curve(points, steps):
+    """Points along a cubic Bezier curve per segment, its control points off the line by a random bend, with an
+    ease-in-out pace: a hand's path, not a ruler's. The last point is the target exactly."""
+    path = []
+    per_segment = max(1, steps // max(1, len(points) - 1))
+    for start, end in itertools.pairwise(points):
+        dx, dy = end[0] - start[0], end[1] - start[1]
+        bend = random.uniform(-0.25, 0.25)
+        control_1 = (start[0] + dx / 3 - dy * bend, start[1] + dy / 3 + dx * bend)
+        control_2 = (start[0] + 2 * dx / 3 - dy * bend, start[1] + 2 * dy / 3 + dx * bend)
+        for step in range(1, per_segment + 1):
+            t = step / per_segment
+            t = t * t * (3 - 2 * t)  # ease in and out
+            x = ((1 - t) ** 3 * start[0] + 3 * (1 - t) ** 2 * t * control_1[0] + 3 * (1 - t) * t ** 2 * control_2[0]
+                 + t ** 3 * end[0])
+            y = ((1 - t) ** 3 * start[1] + 3 * (1 - t) ** 2 * t * control_1[1] + 3 * (1 - t) * t ** 2 * control_2[1]
+                 + t ** 3 * end[1])
+            path.append((max(0, round(x)), max(0, round(y))))
+        path[-1] = tuple(end)
+    return path
+

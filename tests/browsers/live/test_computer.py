@@ -1,0 +1,128 @@
+"""The computer API (#28) on a real headless browser, through the official SDK: what a page sees of the clicks,
+keys, wheel and drags sent, screenshots of the viewport, batches that stop at the first failure, and the
+answers for what is off the screen or not served."""
+import struct
+
+import kernel
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.browserhost.helpers import Site
+
+PAGE = b"""<!doctype html><title>computer</title>
+<style>body { margin: 0; height: 5000px } #b { position: absolute; left: 100px; top: 100px; width: 200px;
+height: 50px } #i { position: absolute; left: 100px; top: 200px; width: 300px; height: 30px }</style>
+<button id=b onclick="this.textContent = 'clicked ' + event.detail">click me</button><input id=i>
+<script>
+window.seen = [];
+for (const type of ["mousedown", "mouseup", "keydown"])
+  addEventListener(type, e => seen.push([type, e.clientX, e.clientY, e.key, e.ctrlKey, e.shiftKey, e.button]));
+</script>"""
+
+
+class Page(Site):
+    def get(self, handler):
+        handler.answer(200, PAGE, "text/html")
+
+
+@pytest.fixture(scope="module")
+def page_site():
+    site = Page().start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def screen(sdk, page_site):
+    """(session id, the Playwright page on the site) of a new headless session."""
+    created = sdk.browsers.create(headless=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        context = browser.contexts[0]
+        page = context.pages[0] if context.pages else context.new_page()
+        page.goto(f"{page_site.url}/")
+        yield created.session_id, page
+        browser.close()
+
+
+def png_size(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_clicks_keys_and_text_reach_the_page(sdk, screen):
+    session_id, page = screen
+    computer = sdk.browsers.computer
+    computer.click_mouse(session_id, x=200, y=125)
+    assert page.text_content("#b") == "clicked 1"
+    computer.click_mouse(session_id, x=200, y=125, num_clicks=2)
+    assert page.text_content("#b") == "clicked 2"
+    computer.click_mouse(session_id, x=250, y=215)
+    computer.type_text(session_id, text="Hello, World!")
+    assert page.input_value("#i") == "Hello, World!"
+    computer.press_key(session_id, keys=["ctrl+a", "BackSpace", "shift+a", "b"])
+    assert page.input_value("#i") == "Ab"
+    keydowns = [event[3:6] for event in page.evaluate("seen") if event[0] == "keydown"]
+    assert ["a", True, False] in keydowns  # ctrl+a: a with Ctrl (which typed nothing)
+    assert ["H", False, True] in keydowns and ["A", False, True] in keydowns  # shifted: the key is the capital
+    assert computer.get_mouse_position(session_id).model_dump() == {"x": 250, "y": 215}
+
+
+def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
+    session_id, page = screen
+    sdk.browsers.computer.scroll(session_id, x=500, y=500, delta_y=3)
+    page.wait_for_function("scrollY === 300")
+    page.evaluate("scrollTo(0, 0); seen.length = 0")
+    sdk.browsers.computer.drag_mouse(session_id, path=[[10, 500], [100, 550], [200, 600]], steps_per_segment=3)
+    buttons = [event[:3] for event in page.evaluate("seen") if event[0] in ("mousedown", "mouseup")]
+    assert buttons == [["mousedown", 10, 500], ["mouseup", 200, 600]]
+    sdk.browsers.computer.move_mouse(session_id, x=640, y=360, smooth=True, duration_ms=200)
+    assert sdk.browsers.computer.get_mouse_position(session_id).model_dump() == {"x": 640, "y": 360}
+
+
+def test_a_screenshot_is_the_viewport_or_a_region_of_it(sdk, screen):
+    session_id, _ = screen
+    whole = sdk.browsers.computer.capture_screenshot(session_id).read()
+    assert png_size(whole) == (1920, 1080)  # the record's viewport
+    part = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 100, "y": 100, "width": 200,
+                                                                        "height": 50}).read()
+    assert png_size(part) == (200, 50)
+
+
+def test_a_batch_runs_in_order_and_stops_at_the_first_failure(sdk, screen):
+    session_id, page = screen
+    sdk.browsers.computer.batch(session_id, actions=[
+        {"type": "click_mouse", "click_mouse": {"x": 250, "y": 215}},
+        {"type": "type_text", "type_text": {"text": "first"}},
+        {"type": "sleep", "sleep": {"duration_ms": 10}},
+        {"type": "set_cursor", "set_cursor": {"hidden": True}}])
+    assert page.input_value("#i") == "first"
+    with pytest.raises(kernel.BadRequestError) as failed:
+        sdk.browsers.computer.batch(session_id, actions=[
+            {"type": "type_text", "type_text": {"text": " second"}},
+            {"type": "press_key", "press_key": {"keys": ["NoSuchKey"]}},
+            {"type": "type_text", "type_text": {"text": " never"}}])
+    assert "action 1" in failed.value.body["message"] and "NoSuchKey" in failed.value.body["message"]
+    assert page.input_value("#i") == "first second"
+
+
+def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen):
+    session_id, _ = screen
+    with pytest.raises(kernel.BadRequestError) as off:
+        sdk.browsers.computer.click_mouse(session_id, x=1920, y=10)
+    assert "x must be below 1920" in off.value.body["message"] and off.value.body["details"][0]["field"] == "x"
+    with pytest.raises(kernel.BadRequestError) as region:
+        sdk.browsers.computer.capture_screenshot(session_id, region={"x": 0, "y": 1000, "width": 10, "height": 81})
+    assert "y must be below 1080" in region.value.body["message"]
+    with pytest.raises(kernel.BadRequestError):
+        sdk.browsers.computer.batch(session_id, actions=[{"type": "sleep", "click_mouse": {"x": 1, "y": 1}}])
+    with pytest.raises(kernel.APIStatusError) as clipboard:
+        sdk.browsers.computer.read_clipboard(session_id)
+    assert clipboard.value.status_code == 501
+    headful = sdk.browsers.create(headless=False)
+    with pytest.raises(kernel.APIStatusError) as not_yet:
+        sdk.browsers.computer.click_mouse(headful.session_id, x=1, y=1)
+    assert not_yet.value.status_code == 501 and not_yet.value.body["code"] == "computer_not_served"
+    sdk.browsers.delete_by_id(session_id)
+    with pytest.raises(kernel.NotFoundError):
+        sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
