@@ -13,10 +13,6 @@ blp = Blueprint("computer", __name__, url_prefix="/browsers",
 PNG = {"type": "string", "format": "binary"}
 
 
-def _act(session_ref, action_type, args):
-    computer.run(find(session_ref), [{"type": action_type, **args}])
-
-
 @blp.route("/<session_ref>/computer/screenshot", methods=["POST"])
 @blp.arguments(schemas.ScreenshotSchema, required=False)
 @blp.response(200, PNG, content_type="image/png")
@@ -25,52 +21,26 @@ def capture_screenshot(args, session_ref):
     return Response(computer.screenshot(find(session_ref), args.get("region")), mimetype="image/png")
 
 
-@blp.route("/<session_ref>/computer/click_mouse", methods=["POST"])
-@blp.arguments(schemas.ClickMouseSchema)
-@blp.response(204)
-def click_mouse(args, session_ref):
-    """Click (or press, or release) a mouse button at a point, modifier keys held if asked"""
-    _act(session_ref, "click_mouse", args)
+def _action_route(path, action_type, schema, summary):
+    """POST /browsers/{id}/computer/<path>: run one action of `action_type` with the body's fields; 204."""
+    def view(args, session_ref):
+        computer.run(find(session_ref), [{"type": action_type, **args}])
+
+    view.__name__, view.__doc__ = action_type, summary
+    blp.route(f"/<session_ref>/computer/{path}", methods=["POST"])(blp.arguments(schema)(blp.response(204)(view)))
 
 
-@blp.route("/<session_ref>/computer/move_mouse", methods=["POST"])
-@blp.arguments(schemas.MoveMouseSchema)
-@blp.response(204)
-def move_mouse(args, session_ref):
-    """Move the mouse to a point, at once or along a human-like curve (smooth)"""
-    _act(session_ref, "move_mouse", args)
-
-
-@blp.route("/<session_ref>/computer/drag_mouse", methods=["POST"])
-@blp.arguments(schemas.DragMouseSchema)
-@blp.response(204)
-def drag_mouse(args, session_ref):
-    """Drag with a button held through a path of points"""
-    _act(session_ref, "drag_mouse", args)
-
-
-@blp.route("/<session_ref>/computer/scroll", methods=["POST"])
-@blp.arguments(schemas.ScrollSchema)
-@blp.response(204)
-def scroll(args, session_ref):
-    """Turn the mouse wheel at a point"""
-    _act(session_ref, "scroll", args)
-
-
-@blp.route("/<session_ref>/computer/press_key", methods=["POST"])
-@blp.arguments(schemas.PressKeySchema)
-@blp.response(204)
-def press_key(args, session_ref):
-    """Press keys or key combinations (xdotool names: Return, ctrl+a, Ctrl+Shift+Tab)"""
-    _act(session_ref, "press_key", args)
-
-
-@blp.route("/<session_ref>/computer/type", methods=["POST"])
-@blp.arguments(schemas.TypeTextSchema)
-@blp.response(204)
-def type_text(args, session_ref):
-    """Type text, one key at a time"""
-    _act(session_ref, "type_text", args)
+for _path, _type, _schema, _summary in (
+        ("click_mouse", "click_mouse", schemas.ClickMouseSchema,
+         "Click (or press, or release) a mouse button at a point, modifier keys held if asked"),
+        ("move_mouse", "move_mouse", schemas.MoveMouseSchema,
+         "Move the mouse to a point, at once or along a human-like curve (smooth)"),
+        ("drag_mouse", "drag_mouse", schemas.DragMouseSchema, "Drag with a button held through a path of points"),
+        ("scroll", "scroll", schemas.ScrollSchema, "Turn the mouse wheel at a point"),
+        ("press_key", "press_key", schemas.PressKeySchema,
+         "Press keys or key combinations (xdotool names: Return, ctrl+a, Ctrl+Shift+Tab)"),
+        ("type", "type_text", schemas.TypeTextSchema, "Type text, one key at a time")):
+    _action_route(_path, _type, _schema, _summary)
 
 
 @blp.route("/<session_ref>/computer/get_mouse_position", methods=["POST"])
@@ -86,7 +56,7 @@ def get_mouse_position(session_ref):
 @blp.response(200, schemas.OkSchema)
 def set_cursor_visibility(args, session_ref):
     """Show or hide the mouse cursor"""
-    _act(session_ref, "set_cursor", args)
+    computer.run(find(session_ref), [{"type": "set_cursor", **args}])
     return {"ok": True}
 
 
