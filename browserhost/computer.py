@@ -1,10 +1,13 @@
-"""The screen, mouse and keyboard of a headless session, through DevTools (the computer API).
+"""The screen, mouse and keyboard of a session (the computer API), reached one way per kind of session.
 
-A headless Chromium has no X display: its screen is the viewport of its active page (the page listed
-first by /json/list, the one last brought to the front), read with `Page.captureScreenshot` and acted on
-with `Input.dispatchMouseEvent` / `dispatchKeyEvent` / `insertText` on that page. Coordinates are CSS
-pixels of the viewport, as the session's record gives it. The mouse is where the last action left it (the
-viewport's top-left corner at first).
+The screen is the viewport of the session's active page (the page listed first by /json/list, the one
+last brought to the front); coordinates are its CSS pixels, as the session's record gives them, whatever
+the kind. A headless Chromium has no X display: it is read with `Page.captureScreenshot` and acted on with
+`Input.dispatchMouseEvent` / `dispatchKeyEvent` / `insertText` on that page (`_Page`). A headful one is
+acted on through its X display (`_Display`): xdotool and an ffmpeg grab, run inside the session's sandbox
+(its user, namespaces and cgroup), at the page's place on the screen below the window's tab strip and
+address bar; so clicks are the display's own and a screenshot shows what a person would see there
+(native pop-ups and menus included). The mouse is where the last action left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
 at the first that fails: ActionFailed says which (its index) and why. Each action is a dict with its
@@ -13,7 +16,7 @@ at the first that fails: ActionFailed says which (its index) and why. Each actio
     click_mouse   x, y, button, click_type (down/up/click), num_clicks, hold_keys
     move_mouse    x, y, smooth, duration_ms, hold_keys
     drag_mouse    path [[x, y], ...], button, delay, smooth, duration_ms, steps_per_segment, step_delay_ms, hold_keys
-    scroll        x, y, delta_x, delta_y (wheel units of WHEEL_PIXELS), hold_keys
+    scroll        x, y, delta_x, delta_y (wheel clicks: WHEEL_PIXELS each), hold_keys
     press_key     keys (xdotool names and combinations), duration (ms held), hold_keys
     type_text     text, delay (ms between characters)
     set_cursor    hidden (a headless screen draws no cursor: it is only remembered)
@@ -21,17 +24,20 @@ at the first that fails: ActionFailed says which (its index) and why. Each actio
     capture_screenshot  region {x, y, width, height}  -> {"png": base64}
     get_mouse_position                                -> {"x", "y"}
 """
+import base64
 import itertools
 import math
 import random
+import subprocess
 import threading
 import time
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
 
-# One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one notch scrolls in Chromium.
-WHEEL_PIXELS = 100
+# One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one click of an X display's wheel
+# scrolls in Chromium (measured: 3 clicks, 360 px), so both kinds of session scroll alike.
+WHEEL_PIXELS = 120
 # A smooth move lasts this long per 100 px of distance when the caller gives no duration (within bounds),
 # in steps of about one frame.
 SMOOTH_MS_PER_100PX, SMOOTH_MIN_MS, SMOOTH_MAX_MS, FRAME_MS = 60, 80, 1500, 16
@@ -50,10 +56,12 @@ class ActionFailed(Exception):
 
 
 class Screen:
-    """One headless session's screen; `run` is safe to call from any thread (one list at a time)."""
+    """One session's screen; `run` is safe to call from any thread (one list at a time). `display`: the X
+    display of a headful session (a `Display`), else None."""
 
-    def __init__(self, devtools):
+    def __init__(self, devtools, display=None):
         self.devtools = devtools
+        self.display = display
         self.mouse = (0, 0)
         self.cursor_hidden = False
         self._lock = threading.Lock()
@@ -68,8 +76,10 @@ class Screen:
             with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
                 session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                 try:
-                    return [self._run_one(_Page(cdp, session), index, action)
-                            for index, action in enumerate(actions)]
+                    device = _Page(cdp, session)
+                    if self.display is not None:
+                        device = self.display.at(device.offset())
+                    return [self._run_one(device, index, action) for index, action in enumerate(actions)]
                 finally:
                     try:
                         cdp.call("Target.detachFromTarget", {"sessionId": session})
@@ -88,7 +98,7 @@ class Screen:
             return getattr(self, f"_{action['type']}")(page, **{k: v for k, v in action.items() if k != "type"})
         except keys.UnknownKey as error:
             raise ActionFailed(index, f"action {index} ({action['type']}): {error}", status=400) from None
-        except (CdpError, OSError) as error:
+        except (CdpError, OSError, subprocess.SubprocessError) as error:
             raise ActionFailed(index, f"action {index} ({action['type']}) failed in the browser: {error}") from None
 
     # -- actions
@@ -129,8 +139,7 @@ class Screen:
     def _scroll(self, page, x, y, delta_x=0, delta_y=0, hold_keys=()):
         with page.holding(hold_keys) as modifiers:
             self._move(page, x, y, modifiers)
-            page.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "modifiers": modifiers,
-                                                   "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
+            page.wheel(x, y, delta_x, delta_y, modifiers)
 
     def _press_key(self, page, keys, duration=0, hold_keys=()):  # noqa: A002 - the API's name
         combinations = [keys_of(name) for name in keys]
@@ -139,14 +148,7 @@ class Screen:
                 page.press(combination, held, duration / 1000)
 
     def _type_text(self, page, text, delay=0):
-        for position, char in enumerate(text):
-            if position and delay:
-                time.sleep(delay / 1000)
-            typed = keys_of("Return") if char == "\n" else keys.typing(char)
-            if typed is None:  # no key of a US keyboard types it: it is inserted as the text an IME would give
-                page.send("Input.insertText", {"text": char})
-            else:
-                page.press(typed, 0, 0)
+        page.type(text, delay)
 
     def _set_cursor(self, page, hidden):
         self.cursor_hidden = hidden
@@ -155,10 +157,7 @@ class Screen:
         time.sleep(duration_ms / 1000)
 
     def _capture_screenshot(self, page, region=None):
-        params = {"format": "png"}
-        if region:
-            params["clip"] = {**{k: region[k] for k in ("x", "y", "width", "height")}, "scale": 1}
-        return {"png": page.call("Page.captureScreenshot", params)["data"]}
+        return {"png": base64.b64encode(page.screenshot(region, self.cursor_hidden)).decode()}
 
     def _get_mouse_position(self, page):
         return {"x": self.mouse[0], "y": self.mouse[1]}
@@ -176,17 +175,21 @@ class Screen:
             duration_ms = min(SMOOTH_MAX_MS, max(SMOOTH_MIN_MS, distance / 100 * SMOOTH_MS_PER_100PX))
         steps = max(1, round(duration_ms / FRAME_MS))
         path = _curve(points, steps)
-        for x, y in path:
-            self._move(page, x, y, modifiers, button=button)
-            time.sleep(duration_ms / 1000 / len(path))
+        page.glide(path, duration_ms / 1000 / len(path), modifiers, button)
+        self.mouse = path[-1]
 
 
 class _Page:
-    """One attached page: DevTools calls on its session, and its keyboard and mouse."""
+    """One attached page: DevTools calls on its session, and its keyboard, mouse and screen."""
 
     def __init__(self, cdp, session):
         self.cdp, self.session = cdp, session
-        self.modifiers = 0
+
+    def offset(self):
+        """Where the page's viewport starts on the X screen (below the tab strip and the address bar)."""
+        expression = "[screenX + outerWidth - innerWidth, screenY + outerHeight - innerHeight]"
+        answer = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        return tuple(answer["result"]["value"])
 
     def call(self, method, params):
         return self.cdp.call(method, params, session_id=self.session, timeout=CDP_TIMEOUT)
@@ -226,6 +229,125 @@ class _Page:
 
     def holding(self, names):
         return _Holding(self, [key for name in names for key in keys_of(name)])
+
+    def wheel(self, x, y, delta_x, delta_y, modifiers):
+        self.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "modifiers": modifiers,
+                                               "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
+
+    def glide(self, path, seconds_per_step, modifiers, button):
+        for x, y in path:
+            self.mouse("mouseMoved", x, y, modifiers, button=button)
+            time.sleep(seconds_per_step)
+
+    def type(self, text, delay):  # noqa: A003 - the action's name
+        for position, char in enumerate(text):
+            if position and delay:
+                time.sleep(delay / 1000)
+            typed = keys_of("Return") if char == "\n" else keys.typing(char)
+            if typed is None:  # no key of a US keyboard types it: it is inserted as the text an IME would give
+                self.send("Input.insertText", {"text": char})
+            else:
+                self.press(typed, 0, 0)
+
+    def screenshot(self, region, cursor_hidden):
+        """PNG bytes of the viewport or a region of it (a headless screen draws no cursor)."""
+        params = {"format": "png"}
+        if region:
+            params["clip"] = {**{k: region[k] for k in ("x", "y", "width", "height")}, "scale": 1}
+        return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
+
+
+class Display:
+    """A headful session's X display, where its commands run: inside its sandbox (`box`), else on this host."""
+
+    X_BUTTONS = {"left": 1, "middle": 2, "right": 3, "back": 8, "forward": 9}
+
+    def __init__(self, name, box=None, viewport=(1920, 1080)):
+        self.name, self.box, self.viewport = name, box, viewport
+
+    def at(self, offset):
+        return _DisplayAt(self, offset)
+
+    def run(self, argv, timeout=CDP_TIMEOUT + 60):
+        """stdout of `argv` on this display; SubprocessError when it fails."""
+        variables = {"DISPLAY": self.name}
+        if self.box is not None:
+            process = self.box.popen(argv, variables, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        else:
+            process = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+        if process.returncode:
+            raise subprocess.SubprocessError(f"{argv[0]} failed: {err.decode(errors='replace').strip()[-300:]}")
+        return out
+
+
+class _DisplayAt:
+    """The X display with the page's viewport at `offset`: the same calls as a `_Page`, through xdotool."""
+
+    def __init__(self, display, offset):
+        self.display, (self.dx, self.dy) = display, offset
+
+    def xdotool(self, *commands):
+        self.display.run(["xdotool", *map(str, commands)])
+
+    def holding(self, names):
+        return _XHolding(self, [key for name in names for key in keys_of(name)])
+
+    def mouse(self, kind, x, y, modifiers, *, button=None, click_count=0):
+        if kind == "mouseMoved":
+            self.xdotool("mousemove", x + self.dx, y + self.dy)
+        else:
+            self.xdotool("mousedown" if kind == "mousePressed" else "mouseup", self.display.X_BUTTONS[button])
+
+    def wheel(self, x, y, delta_x, delta_y, modifiers):
+        clicks = []
+        for delta, (back, forward) in ((delta_y, (4, 5)), (delta_x, (6, 7))):
+            if delta:
+                clicks += ["click", "--repeat", abs(delta), "--delay", 10, forward if delta > 0 else back]
+        if clicks:
+            self.xdotool(*clicks)
+
+    def glide(self, path, seconds_per_step, modifiers, button):
+        chain = []
+        for x, y in path:  # one xdotool for the whole path: a process per step would be slower than the steps
+            chain += ["mousemove", x + self.dx, y + self.dy, "sleep", f"{seconds_per_step:.3f}"]
+        self.xdotool(*chain)
+
+    def press(self, combination, held, seconds):
+        names = [key.keysym for key in combination]
+        self.xdotool("keydown", *names, "sleep", f"{seconds:.3f}", "keyup", *reversed(names))
+
+    def type(self, text, delay):  # noqa: A003 - the action's name
+        self.xdotool("type", "--delay", delay, "--", text)
+
+    def screenshot(self, region, cursor_hidden):
+        x, y, width, height = ((region["x"], region["y"], region["width"], region["height"]) if region
+                               else (0, 0, *self.display.viewport))
+        return self.display.run(["ffmpeg", "-loglevel", "error", "-f", "x11grab", "-draw_mouse",
+                                 "0" if cursor_hidden else "1", "-video_size", f"{width}x{height}",
+                                 "-i", f"{self.display.name}+{x + self.dx},{y + self.dy}", "-frames:v", "1",
+                                 "-f", "image2pipe", "-vcodec", "png", "-"])
+
+
+class _XHolding:
+    def __init__(self, device, held):
+        self.device, self.held = device, held
+
+    def __enter__(self):
+        if self.held:
+            self.device.xdotool("keydown", *(key.keysym for key in self.held))
+        return keys.modifiers_of(self.held)
+
+    def __exit__(self, *exc):
+        if self.held:
+            self.device.xdotool("keyup", *(key.keysym for key in reversed(self.held)))
+        return False
 
 
 class _Holding:

@@ -21,35 +21,36 @@ class Key:
     text: str = ""  # what it types, if anything (unshifted)
     shifted: str = ""  # what it types with Shift held
     modifier: int = 0  # its bit in Input.dispatchKeyEvent's modifiers (Alt 1, Ctrl 2, Meta 4, Shift 8)
+    keysym: str = ""  # its X11 keysym name, for xdotool on a headful session's display
 
 
 ALT, CTRL, META, SHIFT = 1, 2, 4, 8
 
 _MODIFIERS = {
-    "shift": Key("Shift", "ShiftLeft", 16, modifier=SHIFT),
-    "ctrl": Key("Control", "ControlLeft", 17, modifier=CTRL),
-    "alt": Key("Alt", "AltLeft", 18, modifier=ALT),
-    "super": Key("Meta", "MetaLeft", 91, modifier=META),
+    "shift": Key("Shift", "ShiftLeft", 16, modifier=SHIFT, keysym="Shift_L"),
+    "ctrl": Key("Control", "ControlLeft", 17, modifier=CTRL, keysym="Control_L"),
+    "alt": Key("Alt", "AltLeft", 18, modifier=ALT, keysym="Alt_L"),
+    "super": Key("Meta", "MetaLeft", 91, modifier=META, keysym="Super_L"),
 }
 _NAMED = {
-    "return": Key("Enter", "Enter", 13, "\r"),
-    "tab": Key("Tab", "Tab", 9),
-    "escape": Key("Escape", "Escape", 27),
-    "backspace": Key("Backspace", "Backspace", 8),
-    "delete": Key("Delete", "Delete", 46),
-    "insert": Key("Insert", "Insert", 45),
-    "home": Key("Home", "Home", 36),
-    "end": Key("End", "End", 35),
-    "page_up": Key("PageUp", "PageUp", 33),
-    "page_down": Key("PageDown", "PageDown", 34),
-    "left": Key("ArrowLeft", "ArrowLeft", 37),
-    "up": Key("ArrowUp", "ArrowUp", 38),
-    "right": Key("ArrowRight", "ArrowRight", 39),
-    "down": Key("ArrowDown", "ArrowDown", 40),
-    "space": Key(" ", "Space", 32, " ", " "),
-    "caps_lock": Key("CapsLock", "CapsLock", 20),
-    "menu": Key("ContextMenu", "ContextMenu", 93),
-    **{f"f{n}": Key(f"F{n}", f"F{n}", 111 + n) for n in range(1, 13)},
+    "return": Key("Enter", "Enter", 13, "\r", keysym="Return"),
+    "tab": Key("Tab", "Tab", 9, keysym="Tab"),
+    "escape": Key("Escape", "Escape", 27, keysym="Escape"),
+    "backspace": Key("Backspace", "Backspace", 8, keysym="BackSpace"),
+    "delete": Key("Delete", "Delete", 46, keysym="Delete"),
+    "insert": Key("Insert", "Insert", 45, keysym="Insert"),
+    "home": Key("Home", "Home", 36, keysym="Home"),
+    "end": Key("End", "End", 35, keysym="End"),
+    "page_up": Key("PageUp", "PageUp", 33, keysym="Prior"),
+    "page_down": Key("PageDown", "PageDown", 34, keysym="Next"),
+    "left": Key("ArrowLeft", "ArrowLeft", 37, keysym="Left"),
+    "up": Key("ArrowUp", "ArrowUp", 38, keysym="Up"),
+    "right": Key("ArrowRight", "ArrowRight", 39, keysym="Right"),
+    "down": Key("ArrowDown", "ArrowDown", 40, keysym="Down"),
+    "space": Key(" ", "Space", 32, " ", " ", keysym="space"),
+    "caps_lock": Key("CapsLock", "CapsLock", 20, keysym="Caps_Lock"),
+    "menu": Key("ContextMenu", "ContextMenu", 93, keysym="Menu"),
+    **{f"f{n}": Key(f"F{n}", f"F{n}", 111 + n, keysym=f"F{n}") for n in range(1, 13)},
 }
 # Other X11 names of the same keys.
 _ALIASES = {
@@ -78,11 +79,12 @@ _DIGIT_SHIFTED = ")!@#$%^&*("
 
 _BY_CHAR = {}
 for _name, _char, _code, _key_code, _shifted in _PUNCTUATION:
-    _NAMED[_name] = Key(_char, _code, _key_code, _char, _shifted)
+    _NAMED[_name] = Key(_char, _code, _key_code, _char, _shifted, keysym=_name)
 for _digit in "0123456789":
-    _NAMED[_digit] = Key(_digit, f"Digit{_digit}", ord(_digit), _digit, _DIGIT_SHIFTED[int(_digit)])
+    _NAMED[_digit] = Key(_digit, f"Digit{_digit}", ord(_digit), _digit, _DIGIT_SHIFTED[int(_digit)], keysym=_digit)
 for _letter in "abcdefghijklmnopqrstuvwxyz":
-    _NAMED[_letter] = Key(_letter, f"Key{_letter.upper()}", ord(_letter.upper()), _letter, _letter.upper())
+    _NAMED[_letter] = Key(_letter, f"Key{_letter.upper()}", ord(_letter.upper()), _letter, _letter.upper(),
+                          keysym=_letter)
 for _named in _NAMED.values():
     if _named.text and _named.text != "\r":
         _BY_CHAR[_named.text] = (_named, False)

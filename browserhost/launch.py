@@ -374,12 +374,19 @@ def _remove_stale_files(user_data):
         os.close(folder)
 
 
+# Chromium's own window frame on a display without a window manager: a shadow around the window, inside its
+# X window (measured: the page starts 10 px from the window's left and right edges, and 10 below its top).
+FRAME_MARGIN = 10
+
+
 def screen_for(viewport, chrome_height=CHROME_HEIGHT):
-    """The X screen of a headful browser: DEFAULT_SCREEN, or larger than the window (a window as wide or
-    as high as its screen is made a pixel smaller: a 1920x1080 page on a 1920-wide screen measures 1919)."""
+    """The X screen of a headful browser: DEFAULT_SCREEN, or larger than the window with its frame, so that the
+    whole page is on the screen (the computer API's screenshots grab it there), and a window as wide or as high
+    as its screen is never made a pixel smaller (a 1920x1080 page on a 1920-wide screen measures 1919)."""
     if not viewport:
         return DEFAULT_SCREEN
-    return max(DEFAULT_SCREEN[0], viewport[0] + 1), max(DEFAULT_SCREEN[1], viewport[1] + chrome_height + 1)
+    return (max(DEFAULT_SCREEN[0], viewport[0] + 2 * FRAME_MARGIN + 1),
+            max(DEFAULT_SCREEN[1], viewport[1] + chrome_height + 2 * FRAME_MARGIN + 1))
 
 
 def _short_path_to(tmp):

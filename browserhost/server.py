@@ -96,7 +96,7 @@ class Hosted:
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
-    screen: computer.Screen | None = None  # a headless browser's, for the computer API
+    screen: computer.Screen | None = None  # for the computer API
 
 
 class BrowserHostServer:
@@ -344,8 +344,9 @@ class BrowserHostServer:
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
-        if options.headless:
-            hosted.screen = computer.Screen(hosted.browser.devtools)
+        screen = None if options.headless else computer.Display(
+            ":99" if hosted.box else display, hosted.box, options.viewport or launch.DEFAULT_SCREEN)
+        hosted.screen = computer.Screen(hosted.browser.devtools, display=screen)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
         state = body.get("profile_state")
         if state:
@@ -446,9 +447,6 @@ class BrowserHostServer:
         """(status, answer) for POST /sessions/{id}/computer."""
         if hosted.browser is None or hosted.stopping:
             return 404, {"code": "not_found", "message": "No such browser on this host."}
-        if hosted.screen is None:
-            return 501, {"code": "computer_not_served", "message": "The computer API does not yet act on a headful "
-                         "session's screen; create the session with headless true, or drive it over CDP."}
         try:
             return 200, {"results": hosted.screen.run(actions)}
         except computer.ActionFailed as error:

@@ -73,9 +73,9 @@ class ScrollSchema(ma.Schema):
     x = Coordinate
     y = Coordinate
     delta_x = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
-                          metadata={"description": "wheel units (100 CSS pixels each); positive scrolls right"})
+                          metadata={"description": "wheel clicks (120 CSS pixels each); positive scrolls right"})
     delta_y = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
-                          metadata={"description": "wheel units (100 CSS pixels each); positive scrolls down"})
+                          metadata={"description": "wheel clicks (120 CSS pixels each); positive scrolls down"})
     hold_keys = HoldKeys
 
 
