@@ -43,6 +43,8 @@ WHEEL_PIXELS = 120
 SMOOTH_MS_PER_100PX, SMOOTH_MIN_MS, SMOOTH_MAX_MS, FRAME_MS = 60, 80, 1500, 16
 DRAG_STEPS_PER_SEGMENT, DRAG_STEP_DELAY_MS = 10, 10
 CDP_TIMEOUT = 10.0
+# The farthest a page's viewport may start from the screen's corner (the tab strip, address bar and frame).
+MAX_OFFSET = 400
 BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
            "forward": ("forward", 16)}
 
@@ -71,20 +73,20 @@ class Screen:
         with self._lock:
             try:
                 page = self._active_page()
-            except (CdpError, OSError, ValueError) as error:
-                raise ActionFailed(0, f"the browser's page could not be reached: {error}") from None
-            with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
-                session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
-                try:
-                    device = _Page(cdp, session)
-                    if self.display is not None:
-                        device = self.display.at(device.offset())
-                    return [self._run_one(device, index, action) for index, action in enumerate(actions)]
-                finally:
+                with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
+                    session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                     try:
-                        cdp.call("Target.detachFromTarget", {"sessionId": session})
-                    except CdpError:
-                        pass
+                        device = _Page(cdp, session)
+                        if self.display is not None:
+                            device = self.display.at(device.offset())
+                        return [self._run_one(device, index, action) for index, action in enumerate(actions)]
+                    finally:
+                        try:
+                            cdp.call("Target.detachFromTarget", {"sessionId": session})
+                        except CdpError:
+                            pass
+            except (CdpError, OSError, ValueError) as error:  # before the first action ran
+                raise ActionFailed(0, f"the browser's page could not be reached: {error}") from None
 
     def _active_page(self):
         """The target id of the page last brought to the front (/json/list lists it first)."""
@@ -188,8 +190,12 @@ class _Page:
     def offset(self):
         """Where the page's viewport starts on the X screen (below the tab strip and the address bar)."""
         expression = "[screenX + outerWidth - innerWidth, screenY + outerHeight - innerHeight]"
-        answer = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
-        return tuple(answer["result"]["value"])
+        value = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})["result"].get("value")
+        # The page's own script can redefine these: anything but two small whole numbers is refused.
+        if not (isinstance(value, list) and len(value) == 2
+                and all(type(v) is int and 0 <= v <= MAX_OFFSET for v in value)):
+            raise CdpError(f"the page's place on the screen is not known (the page gave {str(value)[:80]})")
+        return tuple(value)
 
     def call(self, method, params):
         return self.cdp.call(method, params, session_id=self.session, timeout=CDP_TIMEOUT)

@@ -113,7 +113,7 @@ def test_a_batch_runs_in_order_and_stops_at_the_first_failure(sdk, screen):
 
 
 def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen):
-    session_id, _ = screen
+    session_id, page = screen
     with pytest.raises(kernel.BadRequestError) as off:
         sdk.browsers.computer.click_mouse(session_id, x=1920, y=10)
     assert "x must be below 1920" in off.value.body["message"] and off.value.body["details"][0]["field"] == "x"
@@ -125,6 +125,13 @@ def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen)
     with pytest.raises(kernel.APIStatusError) as clipboard:
         sdk.browsers.computer.read_clipboard(session_id)
     assert clipboard.value.status_code == 501
+    # A page that lies about its window (on a display, the page's place is read from it) gets a refusal, not
+    # clicks somewhere else.
+    page.evaluate("Object.defineProperty(window, 'outerHeight', {get: () => 'anywhere'})")
+    if not sdk.browsers.retrieve(session_id).headless:
+        with pytest.raises(kernel.APIStatusError) as lied:
+            sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
+        assert lied.value.status_code == 502 and "place on the screen" in lied.value.body["message"]
     sdk.browsers.delete_by_id(session_id)
     with pytest.raises(kernel.NotFoundError):
         sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
