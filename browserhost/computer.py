@@ -23,9 +23,16 @@ at the first that fails: ActionFailed says which (its index) and why. Each actio
     sleep         duration_ms
     capture_screenshot  region {x, y, width, height}  -> {"png": base64}
     get_mouse_position                                -> {"x", "y"}
+    read_clipboard                                    -> {"text"}
+    write_clipboard     text
+
+The clipboard is the browser's own (what its pages copy and paste; on a display, the X clipboard it owns),
+read and written the way a person would: in a background tab of its own, a text area, and Chromium's paste
+and copy commands.
 """
 import base64
 import itertools
+import json
 import math
 import random
 import subprocess
@@ -74,6 +81,7 @@ class Screen:
             try:
                 page = self._active_page()
                 with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
+                    self._cdp = cdp
                     session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                     try:
                         device = _Page(cdp, session)
@@ -163,6 +171,18 @@ class Screen:
 
     def _get_mouse_position(self, page):
         return {"x": self.mouse[0], "y": self.mouse[1]}
+
+    def _read_clipboard(self, page):
+        with _ScratchTab(self._cdp) as tab:
+            tab.evaluate("document.body.innerHTML = '<textarea id=t></textarea>'; t.focus()")
+            tab.command("v", "KeyV", 86, "paste")
+            return {"text": tab.evaluate("t.value")}
+
+    def _write_clipboard(self, page, text):
+        with _ScratchTab(self._cdp) as tab:
+            tab.evaluate(f"document.body.innerHTML = '<textarea id=t></textarea>'; t.value = {json.dumps(text)}; "
+                         "t.focus(); t.select()")
+            tab.command("c", "KeyC", 67, "copy")
 
     # -- the mouse
 
@@ -261,6 +281,38 @@ class _Page:
         if region:
             params["clip"] = {**{k: region[k] for k in ("x", "y", "width", "height")}, "scale": 1}
         return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
+
+
+class _ScratchTab:
+    """A background tab of about:blank for the length of a block, focused as far as its page can tell."""
+
+    def __init__(self, cdp):
+        self.cdp = cdp
+
+    def __enter__(self):
+        self.target = self.cdp.call("Target.createTarget", {"url": "about:blank", "background": True})["targetId"]
+        self.session = self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
+        self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, session_id=self.session)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.cdp.call("Target.closeTarget", {"targetId": self.target})
+        except CdpError:
+            pass
+        return False
+
+    def evaluate(self, expression):
+        return self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                             session_id=self.session)["result"].get("value")
+
+    def command(self, key, code, key_code, command):
+        """Ctrl+`key` carrying Chromium's editing `command` (copy, paste), which a synthetic key alone does not do."""
+        for kind in ("rawKeyDown", "keyUp"):
+            self.cdp.call("Input.dispatchKeyEvent", {"type": kind, "key": key, "code": code, "modifiers": keys.CTRL,
+                                                     "windowsVirtualKeyCode": key_code,
+                                                     "commands": [command] if kind == "rawKeyDown" else []},
+                          session_id=self.session)
 
 
 class Display:

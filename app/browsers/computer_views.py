@@ -6,7 +6,6 @@ from app.browsers import computer
 from app.browsers import computer_schemas as schemas
 from app.browsers.views import find
 from app.core.api import Blueprint
-from app.core.errors import ApiError
 
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
                 description="A browser session's screen, mouse and keyboard (computer use).")
@@ -70,23 +69,15 @@ def batch(args, session_ref):
 
 @blp.route("/<session_ref>/computer/clipboard/read", methods=["POST"])
 @blp.response(200, schemas.ClipboardSchema)
-@blp.alt_response(501, description="not served yet")
 def read_clipboard(session_ref):
-    """The clipboard's text (not served yet: 501)"""
-    find(session_ref)
-    raise _no_clipboard()
+    """The text on the browser's clipboard (what its pages would paste)"""
+    [clipboard] = computer.run(find(session_ref), [{"type": "read_clipboard"}])
+    return clipboard
 
 
 @blp.route("/<session_ref>/computer/clipboard/write", methods=["POST"])
 @blp.arguments(schemas.ClipboardSchema)
 @blp.response(204)
-@blp.alt_response(501, description="not served yet")
 def write_clipboard(args, session_ref):
-    """Put text on the clipboard (not served yet: 501)"""
-    find(session_ref)
-    raise _no_clipboard()
-
-
-def _no_clipboard():
-    return ApiError(501, "computer_not_served", "Lantern does not serve a session's clipboard yet: type the text "
-                    "(computer/type) instead.")
+    """Put text on the browser's clipboard (what its pages will paste)"""
+    computer.run(find(session_ref), [{"type": "write_clipboard", **args}])
