@@ -81,12 +81,11 @@ class Screen:
             try:
                 page = self._active_page()
                 with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
-                    self._cdp = cdp
                     session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                     try:
                         device = _Page(cdp, session)
                         if self.display is not None:
-                            device = self.display.at(device.offset())
+                            device = self.display.at(device)
                         return [self._run_one(device, index, action) for index, action in enumerate(actions)]
                     finally:
                         try:
@@ -173,13 +172,13 @@ class Screen:
         return {"x": self.mouse[0], "y": self.mouse[1]}
 
     def _read_clipboard(self, page):
-        with _ScratchTab(self._cdp) as tab:
+        with _ScratchTab(page.cdp) as tab:
             tab.evaluate("document.body.innerHTML = '<textarea id=t></textarea>'; t.focus()")
             tab.command("v", "KeyV", 86, "paste")
             return {"text": tab.evaluate("t.value")}
 
     def _write_clipboard(self, page, text):
-        with _ScratchTab(self._cdp) as tab:
+        with _ScratchTab(page.cdp) as tab:
             tab.evaluate(f"document.body.innerHTML = '<textarea id=t></textarea>'; t.value = {json.dumps(text)}; "
                          "t.focus(); t.select()")
             tab.command("c", "KeyC", 67, "copy")
@@ -323,8 +322,9 @@ class Display:
     def __init__(self, name, box=None, viewport=(1920, 1080)):
         self.name, self.box, self.viewport = name, box, viewport
 
-    def at(self, offset):
-        return _DisplayAt(self, offset)
+    def at(self, page):
+        """This display with `page` (a `_Page`) where it shows on it."""
+        return _DisplayAt(self, page)
 
     def run(self, argv, timeout=CDP_TIMEOUT + 60):
         """stdout of `argv` on this display; SubprocessError when it fails."""
@@ -346,10 +346,12 @@ class Display:
 
 
 class _DisplayAt:
-    """The X display with the page's viewport at `offset`: the same calls as a `_Page`, through xdotool."""
+    """The X display with the page's viewport at its place on the screen: the same calls as a `_Page`, through
+    xdotool; the browser's clipboard through the page's DevTools connection (`cdp`), as for a `_Page`."""
 
-    def __init__(self, display, offset):
-        self.display, (self.dx, self.dy) = display, offset
+    def __init__(self, display, page):
+        self.display, self.cdp = display, page.cdp
+        self.dx, self.dy = page.offset()
 
     def xdotool(self, *commands):
         self.display.run(["xdotool", *map(str, commands)])

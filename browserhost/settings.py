@@ -53,10 +53,10 @@ def load(environ=None, **overrides):
         value = environ.get(f"LANTERN_{name}")
         if value is not None:
             settings[name] = int(value) if isinstance(default, int) or name == "BROWSER_HOST_CAPACITY" else value
-    settings.update({name: value for name, value in overrides.items() if value is not None})
     unknown = set(overrides) - set(DEFAULTS)
     if unknown:
         raise KeyError(f"no such host setting: {', '.join(sorted(unknown))}")
+    settings.update({name: value for name, value in overrides.items() if value is not None})
     settings["BROWSER_HOST_DIR"] = Path(settings["BROWSER_HOST_DIR"] or Path("instance") / "browser-host").absolute()
     return settings
 
