@@ -122,6 +122,14 @@ class DefaultConfig:
     TELEMETRY_PRUNE_INTERVAL_SECONDS = 300
     # Browser log lines: most lines a log stream replays before following.
     BROWSER_LOG_REPLAY_LINES = 1000
+    # Recordings of a session's screen (replays): the framerate when none is asked and the highest one, the
+    # longest recording (and the default of max_duration_in_seconds), the largest video kept (the rest of a
+    # longer one is not), and how long recordings are kept after they end (then deleted, as telemetry is).
+    REPLAY_DEFAULT_FRAMERATE = 10
+    REPLAY_MAX_FRAMERATE = 30
+    REPLAY_MAX_SECONDS = 3600
+    REPLAY_MAX_BYTES = 1024 * 1024 * 1024
+    REPLAY_RETENTION_SECONDS = 7 * 86400
 
     # Managed auth: how long a login flow may take, its HTTP timeout per request to the
     # site, where the hosted page is reached (None: PUBLIC_BASE_URL, else the host of the

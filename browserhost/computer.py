@@ -66,11 +66,12 @@ class ActionFailed(Exception):
 
 class Screen:
     """One session's screen; `run` is safe to call from any thread (one list at a time). `display`: the X
-    display of a headful session (a `Display`), else None."""
+    display of a headful session (a `Display`), else None; `size`: its viewport's (width, height)."""
 
-    def __init__(self, devtools, display=None):
+    def __init__(self, devtools, display=None, size=(1920, 1080)):
         self.devtools = devtools
         self.display = display
+        self.size = size
         self.mouse = (0, 0)
         self.cursor_hidden = False
         self._lock = threading.Lock()
@@ -94,6 +95,17 @@ class Screen:
                             pass
             except (CdpError, OSError, ValueError) as error:  # before the first action ran
                 raise ActionFailed(0, f"the browser's page could not be reached: {error}") from None
+
+    def place(self):
+        """(the active page's target id, where its viewport starts on the X display, or None when headless):
+        what a recording of the screen records."""
+        with self._lock:
+            page = self._active_page()
+            if self.display is None:
+                return page, None
+            with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
+                session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+                return page, _Page(cdp, session).offset()
 
     def _active_page(self):
         """The target id of the page last brought to the front (/json/list lists it first)."""

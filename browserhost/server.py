@@ -15,6 +15,9 @@ call its control API, authorised by the key derived from that credential:
                                           worker's CDP client came or left
     POST   /sessions/{id}/computer        {"actions": [...]}: run on its screen (computer.py), in order;
                                           {"results": [...]}, or the failed action's index and why
+    POST   /sessions/{id}/replays         {"replay_id", "framerate", "max_seconds", "max_bytes"}: record
+                                          its screen (replays.py) -> {"started_at"}
+    POST   /sessions/{id}/replays/{replay_id}/stop   end a recording; answered once the app has it
     PUT    /sessions/{id}/categories      {"categories": [...]}: the telemetry its capture produces
     GET    /health
 
@@ -41,15 +44,16 @@ import re
 import secrets
 import shutil
 import signal
+import subprocess
 import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
-from browserhost import computer, launch, sandbox, storage
+from browserhost import computer, launch, replays, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.uplink import AppUnreachable, Refused, Reports
@@ -59,6 +63,7 @@ from lantern_wire.hosts import (
     ENDED_BY_OOM,
     HEARTBEAT,
     REGISTER,
+    REPLAYS,
     STOPPED,
     control_key,
 )
@@ -75,6 +80,8 @@ HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
 CREDENTIAL_REFUSED = 4
 # How long a stopping host waits for the app to take what its browsers reported last.
 FINAL_REPORTS_SECONDS = 10
+# How long a finished recording is offered to the app while it does not answer, before it is given up.
+REPLAY_UPLOAD_SECONDS = 600
 
 
 @dataclass
@@ -97,6 +104,7 @@ class Hosted:
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
     screen: computer.Screen | None = None  # for the computer API
+    recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
 
 
 class BrowserHostServer:
@@ -149,6 +157,7 @@ class BrowserHostServer:
         self.root = self.root / self.name
         (self.root / "sessions").mkdir(parents=True, exist_ok=True)
         self.clean_up_after_crash()
+        (self.root / "replays").mkdir(exist_ok=True)
         self.reports.start()
         threading.Thread(target=self.heartbeat_loop, daemon=True, name="heartbeat").start()
         logger.info("browser host %s serving on %s (capacity %s, chromium %s, headful %s)", self.name,
@@ -223,9 +232,11 @@ class BrowserHostServer:
         return False
 
     def clean_up_after_crash(self):
-        """Kill the process groups a previous run left (recorded in each session folder) and remove the folders."""
+        """Kill the process groups a previous run left (recorded in each session folder) and remove the folders,
+        and the recordings it had not handed on (their sessions ended host_restarted, their replays failed)."""
         for record, what in launch.kill_leftovers(self.root / "sessions", self.policy and self.policy.root):
             logger.warning("removed %s left by a previous run (%s)", record, what)
+        _remove(self.root / "replays")
 
     def heartbeat_loop(self):
         away_since = None
@@ -346,7 +357,8 @@ class BrowserHostServer:
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
         screen = None if options.headless else computer.Display(
             ":99" if hosted.box else display, hosted.box, options.viewport or launch.DEFAULT_SCREEN)
-        hosted.screen = computer.Screen(hosted.browser.devtools, display=screen)
+        hosted.screen = computer.Screen(hosted.browser.devtools, display=screen,
+                                        size=options.viewport or launch.DEFAULT_SCREEN)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
         state = body.get("profile_state")
         if state:
@@ -405,6 +417,7 @@ class BrowserHostServer:
         """Everything of one browser ends: capture, profile state (when `save`), Chromium, Xvfb, folder."""
         state = None
         try:
+            self._stop_recordings(hosted)
             for follower in (hosted.capture, hosted.log_tail):
                 if follower is not None:
                     follower.stop()  # what was captured so far goes in first
@@ -451,6 +464,103 @@ class BrowserHostServer:
             return 200, {"results": hosted.screen.run(actions)}
         except computer.ActionFailed as error:
             return error.status, {"code": "computer_action_failed", "index": error.index, "message": str(error)}
+
+    # -- recordings (replays.py) -------------------------------------------------------------
+
+    def start_replay(self, hosted, body):
+        """(status, answer) for POST /sessions/{id}/replays."""
+        if hosted.browser is None or hosted.stopping:
+            return 404, {"code": "not_found", "message": "No such browser on this host."}
+        replay_id = str(body["replay_id"])
+        if not replay_id.isalnum() or replay_id in hosted.recordings:
+            return 400, {"code": "bad_request", "message": f"replay id {replay_id!r} is not a new one"}
+        if any(not recording.finished.is_set() for recording in hosted.recordings.values()):
+            return 409, {"code": "replay_in_progress", "message": "The session is already being recorded; stop that "
+                                                                 "recording first."}
+        try:
+            target, offset = hosted.screen.place()
+        except (CdpError, OSError, ValueError) as error:
+            return 502, {"code": "browser_unreachable", "message": f"The browser's page could not be reached: {error}"}
+        options = {"size": hosted.screen.size, "framerate": int(body["framerate"]),
+                   "max_seconds": int(body["max_seconds"]), "max_bytes": int(body["max_bytes"]),
+                   "on_finished": lambda recording: self._hand_on(hosted, recording)}
+        path = self.root / "replays" / f"{hosted.session_id}-{replay_id}.mp4"
+        if offset is None:
+            recording = replays.ScreencastRecording(replay_id, path, devtools=hosted.browser.devtools, target=target,
+                                                    **options)
+        else:
+            recording = replays.DisplayRecording(replay_id, path, display=hosted.screen.display.name, offset=offset,
+                                                 **options)
+        try:
+            recording.start(self._spawner(hosted, {"DISPLAY": recording.display} if offset is not None else {}))
+        except (CdpError, OSError) as error:
+            return 502, {"code": "replay_failed", "message": f"The recording could not start: {error}"}
+        hosted.recordings[replay_id] = recording
+        self.note(hosted, f"recording {replay_id} started ({recording.framerate} fps, at most "
+                          f"{recording.max_seconds} s)")
+        return 201, {"started_at": recording.started_at}
+
+    def stop_replay(self, hosted, replay_id):
+        """(status, answer) for POST /sessions/{id}/replays/{replay_id}/stop: once the recording is written and
+        offered to the app."""
+        recording = hosted.recordings.get(replay_id)
+        if recording is None:
+            return 404, {"code": "not_found", "message": f"No recording {replay_id} on this host (it has ended)."}
+        handed_on = recording.stop(timeout=replays.STOP_GRACE_SECONDS * 3)
+        return 200, {"handed_on": handed_on}
+
+    @staticmethod
+    def _spawner(hosted, variables):
+        """How a session's recordings run ffmpeg: inside its sandbox (without one, as this host)."""
+        def spawn(argv, errors):
+            pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
+            if hosted.box is not None:
+                return hosted.box.popen(argv, variables, **pipes)
+            return subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, **pipes)
+
+        return spawn
+
+    def _stop_recordings(self, hosted):
+        """A session's recordings end with it: all asked at once, then each waited for."""
+        running = list(hosted.recordings.values())
+        for recording in running:
+            threading.Thread(target=recording.stop, daemon=True).start()
+        for recording in running:
+            recording.finished.wait(replays.STOP_GRACE_SECONDS * 3)
+
+    def _hand_on(self, hosted, recording):
+        """Send a finished recording to the app (through its outages, for a while), then forget it here."""
+        query = f"started_at={recording.started_at:.6f}&finished_at={recording.finished_at:.6f}"
+        if recording.error:
+            query += "&error=" + quote(recording.error[:500])
+            self.note(hosted, f"recording {recording.replay_id} failed: {recording.error}", level=logging.WARNING)
+        path = f"{REPLAYS}/{recording.replay_id}?{query}"
+        backoff, deadline = 0.5, time.monotonic() + REPLAY_UPLOAD_SECONDS
+        try:
+            while True:
+                try:
+                    if recording.error:
+                        self.client.put_file(path, io.BytesIO(), "video/mp4")
+                    else:
+                        with open(recording.path, "rb") as video:
+                            self.client.put_file(path, video, "video/mp4")
+                    self.note(hosted, f"recording {recording.replay_id} saved ({recording.written} bytes, "
+                                      f"{recording.finished_at - recording.started_at:.1f} s)")
+                    return
+                except Refused as error:
+                    logger.error("the app refused recording %s: %s", recording.replay_id, error)
+                    return
+                except AppUnreachable as error:
+                    if time.monotonic() > deadline:
+                        logger.error("recording %s is given up: the app did not take it (%s)", recording.replay_id,
+                                     error)
+                        return
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            for leftover in (recording.path, recording.path.with_suffix(".log")):
+                leftover.unlink(missing_ok=True)
+            hosted.recordings.pop(recording.replay_id, None)
 
     def client_joined(self, hosted, connection_id, worker_pid=None):
         with self.lock:
@@ -518,7 +628,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         """(path parts, JSON body, the browser of the session /sessions/{id}/... names, or None)."""
         parts, _ = self.route()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        hosted = self.host.hosted.get(parts[1]) if len(parts) == 3 and parts[0] == "sessions" else None
+        hosted = self.host.hosted.get(parts[1]) if len(parts) >= 3 and parts[0] == "sessions" else None
         return parts, body, hosted
 
     def do_POST(self):  # noqa: N802 - the stdlib's name
@@ -527,9 +637,13 @@ class ControlHandler(BaseHTTPRequestHandler):
         parts, body, hosted = self.json_request()
         if parts == ["sessions"]:
             self.answer(*self.host.start_browser(body))
-        elif hosted is not None and parts[2] == "computer":
+        elif hosted is not None and parts[2:] == ["computer"]:
             self.answer(*self.host.computer(hosted, body.get("actions") or []))
-        elif hosted is not None and parts[2] == "clients":
+        elif hosted is not None and parts[2:] == ["replays"]:
+            self.answer(*self.host.start_replay(hosted, body))
+        elif hosted is not None and len(parts) == 5 and parts[2] == "replays" and parts[4] == "stop":
+            self.answer(*self.host.stop_replay(hosted, parts[3]))
+        elif hosted is not None and parts[2:] == ["clients"]:
             # A worker on this machine relays straight to Chromium and says when a client comes and goes.
             connection_id = str(body.get("connection_id") or "")
             if body.get("delta", 0) > 0:
@@ -544,7 +658,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         if not self.authorised():
             return
         parts, body, hosted = self.json_request()
-        if hosted is not None and parts[2] == "categories":
+        if hosted is not None and parts[2:] == ["categories"]:
             hosted.categories = frozenset(body.get("categories") or ())
             self.answer(200, {"categories": sorted(hosted.categories)})
         else:

@@ -48,20 +48,31 @@ class AppClient:
         self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._netloc, self._base = parts.netloc, parts.path
         self.credential = credential
-        self._headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
+        self._headers = {"Authorization": f"Bearer {credential}"}
         self._timeout = timeout
         self._local = threading.local()
 
     def post(self, path, body):
         """The app's JSON answer; AppUnreachable or Refused. A kept-alive connection the app closed meanwhile (gunicorn
         closes idle ones after a few seconds) is replaced once: every call of the internal API may be repeated."""
-        data = json.dumps(body)
+        return self._request("POST", path, json.dumps(body).encode(), "application/json")
+
+    def put_file(self, path, file, content_type):
+        """PUT the whole of an open binary `file` (read from its start) as the body; the app's JSON answer."""
+        return self._request("PUT", path, file, content_type)
+
+    def _request(self, method, path, body, content_type):
+        headers = {**self._headers, "Content-Type": content_type}
+        if hasattr(body, "seek"):
+            headers["Content-Length"] = str(body.seek(0, 2))
         connection = getattr(self._local, "connection", None)
         for fresh in ((False, True) if connection is not None else (True,)):
             if fresh:
                 connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
+            if hasattr(body, "seek"):
+                body.seek(0)
             try:
-                connection.request("POST", self._base + path, body=data, headers=self._headers)
+                connection.request(method, self._base + path, body=body, headers=headers)
                 response = connection.getresponse()
                 answer_data = response.read()
                 break
@@ -79,7 +90,6 @@ class AppClient:
         if response.status >= 400:
             raise Refused(response.status, (answer or {}).get("message", ""))
         return answer
-
 
     def close(self):
         """Close this thread's connection (the others close with their threads)."""

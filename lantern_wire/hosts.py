@@ -21,6 +21,9 @@ The internal API (JSON; every answer's error shape is the public API's {"code", 
          {"session_id", "kind": "ended", "reason"}
          -> {"results": [{"status": "ok" | "ended" | "refused", ...}, ...]}: each answered only once committed
     POST /internal/browser-hosts/stopped    {} -> {}: the host takes no more sessions
+    PUT  /internal/browser-hosts/replays/{replay_id}?started_at=&finished_at=[&error=]
+         the body: the recording's MP4 (video/mp4), or nothing with `error` -> {"status"}; a recording
+         of a session this host runs (or ran), sent once it has ended (its times: Unix seconds)
 """
 import hashlib
 import hmac
@@ -28,6 +31,7 @@ import hmac
 API_PREFIX = "/internal/browser-hosts"
 REGISTER, HEARTBEAT, REPORTS, STOPPED = (f"{API_PREFIX}/{name}" for name in ("register", "heartbeat", "reports",
                                                                             "stopped"))
+REPLAYS = f"{API_PREFIX}/replays"
 # A report's batch numbers rise by one per report of a session from one run of its host: the app applies a
 # batch once (the host sends it again when it did not hear the answer).
 BATCHED_KINDS = ("telemetry", "logs")

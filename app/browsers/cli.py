@@ -4,7 +4,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.browsers import hosts, lifecycle, telemetry
+from app.browsers import hosts, lifecycle, replays, telemetry
 from app.browsers.lost_hosts import end_sessions_of_lost_hosts
 from app.core.db import db
 from app.core.errors import ApiError
@@ -17,13 +17,16 @@ browsers_cli = AppGroup("browsers", help="Browser sessions and their telemetry."
 @click.option("--retention-seconds", type=int, default=None,
               help="Keep this much history (default: TELEMETRY_RETENTION_SECONDS).")
 def prune_command(retention_seconds):
-    """End timed-out sessions; delete telemetry and log lines older than the retention."""
+    """End timed-out sessions; delete telemetry, log lines and recordings older than the retention."""
     retention = current_app.config["TELEMETRY_RETENTION_SECONDS"] if retention_seconds is None else retention_seconds
     with db.connection_context():
         for org in Organization.select(Organization.id):
             lifecycle.expire_idle(org.id)
         deleted = telemetry.prune(retention)
-    click.echo(f"deleted {deleted['TelemetryEvent']} telemetry event(s) and {deleted['BrowserLogLine']} log line(s)")
+        recordings = replays.prune(current_app.config["REPLAY_RETENTION_SECONDS"] if retention_seconds is None
+                                   else retention_seconds)
+    click.echo(f"deleted {deleted['TelemetryEvent']} telemetry event(s), {deleted['BrowserLogLine']} log line(s) and "
+               f"{recordings} recording(s)")
 
 
 hosts_cli = AppGroup("hosts", help="Browser hosts and their credentials (the hosts run `python -m browserhost`).")

@@ -24,9 +24,7 @@ def screen_size(session):
 
 def run(session, actions):
     """Each action's result, in order, once all ran; 400 naming an action off the screen (none runs then)."""
-    if session.driver != HostDriver.name:
-        raise ApiError(501, "computer_not_served", f"Browser session {session.id!r} is not run by a browser host; "
-                       "its computer API, if any, is its external driver's.")
+    require_host_driver(session, "computer API")
     width, height = screen_size(session)
     for index, action in enumerate(actions):
         _check_on_screen(action, width, height, f"actions[{index}]." if len(actions) > 1 else "")
@@ -49,6 +47,13 @@ def screenshot(session, region):
     """The screen (or `region` of it) as PNG bytes."""
     [result] = run(session, [{"type": "capture_screenshot", "region": region}])
     return base64.b64decode(result["png"])
+
+
+def require_host_driver(session, what):
+    """501 for a session another driver runs: its screen is not this server's to reach."""
+    if session.driver != HostDriver.name:
+        raise ApiError(501, f"{what.split()[0]}_not_served", f"Browser session {session.id!r} is not run by a "
+                       f"browser host; its {what}, if any, is its external driver's.")
 
 
 def _check_on_screen(action, width, height, prefix):

@@ -1,5 +1,6 @@
-"""Bodies and answers of the computer API (/browsers/{id}/computer/...), field for field as the official SDK
-(`kernel==0.131.0`, resources/browsers/computer.py and its types) sends and reads them.
+"""Bodies and answers of the computer API (/browsers/{id}/computer/...) and of replays (/browsers/{id}/replays),
+field for field as the official SDK (`kernel==0.131.0`, resources/browsers/computer.py and replays.py, and
+their types) sends and reads them.
 
 Coordinates are checked against the session's viewport where the session is known
 (app/browsers/computer.py); here, only their type and sign.
@@ -7,7 +8,7 @@ Coordinates are checked against the session's viewport where the session is know
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import Choice, JsonBoolean, JsonInteger
+from app.core.fields import Choice, JsonBoolean, JsonInteger, UtcDateTime
 
 MOUSE_BUTTONS = ["left", "right", "middle", "back", "forward"]
 DRAG_BUTTONS = ["left", "middle", "right"]
@@ -145,3 +146,28 @@ class OkSchema(ma.Schema):
 
 class ClipboardSchema(ma.Schema):
     text = ma.fields.String(required=True, validate=validate.Length(max=MAX_TEXT))
+
+
+# -- replays (/browsers/{id}/replays): recordings of the screen
+
+REPLAY_STATUSES = ["recording", "saving", "saved", "failed"]
+
+
+class StartReplaySchema(ma.Schema):
+    framerate = JsonInteger(validate=validate.Range(min=1), metadata={
+        "description": "frames per second (default REPLAY_DEFAULT_FRAMERATE, 10; at most REPLAY_MAX_FRAMERATE, 30)"})
+    max_duration_in_seconds = JsonInteger(validate=validate.Range(min=1), metadata={
+        "description": "the recording stops by itself after this long (default and bound: REPLAY_MAX_SECONDS)"})
+    record_audio = JsonBoolean(metadata={"description": "only false: browsers here have no sound device"})
+
+
+class ReplaySchema(ma.Schema):
+    replay_id = ma.fields.String(required=True)
+    started_at = UtcDateTime(allow_none=True)
+    finished_at = UtcDateTime(allow_none=True)
+    replay_view_url = ma.fields.String(allow_none=True, metadata={
+        "description": "the video's download URL (GET, with the API key as for every call)"})
+    status = ma.fields.String(metadata={"enum": REPLAY_STATUSES, "description": "Lantern's: recording, then saving "
+                                        "until its browser host has sent it, then saved (downloadable) or failed"})
+    size_bytes = ma.fields.Integer(allow_none=True, metadata={"description": "Lantern's: the video's size once saved"})
+    error = ma.fields.String(allow_none=True, metadata={"description": "Lantern's: why it failed"})

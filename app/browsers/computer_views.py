@@ -1,14 +1,15 @@
-"""The computer API of a browser session (/browsers/{id}/computer/...): its screen, mouse and keyboard, as the
-official SDK's `browsers.computer` calls them. The rules are in app/browsers/computer.py."""
-from flask import Response
+"""The computer API of a browser session (/browsers/{id}/computer/...): its screen, mouse and keyboard, and
+recordings of its screen (/browsers/{id}/replays), as the official SDK's `browsers.computer` and
+`browsers.replays` call them. The rules are in app/browsers/computer.py and replays.py."""
+from flask import Response, send_file
 
-from app.browsers import computer
+from app.browsers import computer, replays
 from app.browsers import computer_schemas as schemas
 from app.browsers.views import find
 from app.core.api import Blueprint
 
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
-                description="A browser session's screen, mouse and keyboard (computer use).")
+                description="A browser session's screen, mouse and keyboard (computer use), and recordings of it.")
 PNG = {"type": "string", "format": "binary"}
 
 
@@ -81,3 +82,39 @@ def read_clipboard(session_ref):
 def write_clipboard(args, session_ref):
     """Put text on the browser's clipboard (what its pages will paste)"""
     computer.run(find(session_ref), [{"type": "write_clipboard", **args}])
+
+
+# -- replays: recordings of the screen (app/browsers/replays.py)
+
+MP4 = {"type": "string", "format": "binary"}
+
+
+@blp.route("/<session_ref>/replays", methods=["POST"])
+@blp.arguments(schemas.StartReplaySchema, required=False)
+@blp.response(201, schemas.ReplaySchema)
+def start_replay(args, session_ref):
+    """Start recording the session's screen (an MP4, H.264); one recording at a time"""
+    framerate, max_seconds = replays.bounded(args)
+    return replays.record(replays.start(find(session_ref), framerate, max_seconds))
+
+
+@blp.route("/<session_ref>/replays", methods=["GET"])
+@blp.response(200, schemas.ReplaySchema(many=True))
+def list_replays(session_ref):
+    """The session's recordings, oldest first (an ended session's too)"""
+    return [replays.record(replay) for replay in replays.listing(find(session_ref, include_deleted=True))]
+
+
+@blp.route("/<session_ref>/replays/<replay_id>/stop", methods=["POST"])
+@blp.response(204)
+def stop_replay(session_ref, replay_id):
+    """Stop a recording; answered once its browser host has saved it (download it then)"""
+    replays.stop(find(session_ref, include_deleted=True), replay_id)
+
+
+@blp.route("/<session_ref>/replays/<replay_id>", methods=["GET"])
+@blp.response(200, MP4, content_type="video/mp4")
+def download_replay(session_ref, replay_id):
+    """The recording's video (MP4, H.264); 409 while it is recording or being saved"""
+    path = replays.video_path(find(session_ref, include_deleted=True), replay_id)
+    return send_file(path, mimetype="video/mp4", download_name=f"{replay_id}.mp4", conditional=True)

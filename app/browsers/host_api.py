@@ -7,12 +7,12 @@ finds its host by the bearer credential here.
 """
 from urllib.parse import urlsplit
 
-from flask import Blueprint, g, request
+from flask import Blueprint, current_app, g, request
 
-from app.browsers import host_reports, hosts
+from app.browsers import host_reports, hosts, replays
 from app.core.auth import unauthorized
 from app.core.errors import ApiError, bad_request
-from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPORTS, STOPPED
+from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
 
 blp = Blueprint("browser_hosts", __name__)
 
@@ -92,3 +92,16 @@ def reports():
 def stopped():
     host_reports.stopped(g.browser_host)
     return {}
+
+
+@blp.put(f"{REPLAYS}/<replay_id>")
+def replay(replay_id):
+    """A recording of a session this host runs (or ran), once it has ended: its MP4 as the body, or its error."""
+    try:
+        started_at, finished_at = (float(request.args[name]) for name in ("started_at", "finished_at"))
+    except (KeyError, ValueError):
+        raise bad_request("started_at and finished_at are Unix times in seconds.") from None
+    request.max_content_length = current_app.config["REPLAY_MAX_BYTES"]  # not MAX_CONTENT_LENGTH: videos are large
+    status = replays.receive(g.browser_host, replay_id, started_at, finished_at, request.args.get("error"),
+                             request.stream)
+    return {"status": status}

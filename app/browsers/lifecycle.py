@@ -8,6 +8,7 @@ exactly once: its browser stops and its streams close.
 from flask import current_app
 
 from app import streams
+from app.browsers import replays
 from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession
 from app.core import clock
@@ -101,7 +102,8 @@ def _end_timed_out(session, announce=True):
 
 
 def after_end(sessions):
-    """Stop each ended session's browser and wake its streams (they close)."""
+    """Stop each ended session's browser (its recordings end with it) and wake its streams (they close)."""
+    replays.sessions_ended(sessions)
     for session in sessions:
         driver_named(session.driver).stop(session)
         telemetry_buffers().discard(session.telemetry_subject)

@@ -1,4 +1,4 @@
-"""A browser session, its tags, its archived telemetry and its log lines."""
+"""A browser session, its tags, its archived telemetry, its log lines and its recordings."""
 import json
 from datetime import timedelta
 
@@ -13,6 +13,7 @@ from peewee import (
 )
 
 from app.core import clock
+from app.core.blobs import BlobRefField
 from app.core.crypto import CiphertextField
 from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
@@ -217,3 +218,23 @@ class BrowserLogLine(BaseModel):
 @active_resource_counter("browser_sessions")
 def active_sessions_of_project(project):
     return BrowserSession.active().where(BrowserSession.project == project.id).count()
+
+
+class Replay(BaseModel):
+    """A recording of a session's screen (app/browsers/replays.py): made on its host, kept as a blob."""
+
+    RECORDING, SAVING, SAVED, FAILED = "recording", "saving", "saved", "failed"
+
+    id = CharField(primary_key=True, default=new_id)
+    session = ForeignKeyField(BrowserSession, backref="replays", on_delete="CASCADE")
+    status = CharField(default=RECORDING)
+    framerate = IntegerField()
+    max_duration_seconds = IntegerField()
+    started_at = UtcDateTimeField(default=clock.now)
+    finished_at = UtcDateTimeField(null=True)
+    size_bytes = BigIntegerField(null=True)
+    video = BlobRefField(null=True)
+    error = TextField(null=True)
+
+    class Meta:
+        indexes = ((("session", "started_at"), False),)

@@ -14,7 +14,7 @@ from flask import Response, after_this_request, current_app
 from peewee import SqliteDatabase
 
 from app import streams
-from app.browsers import lifecycle
+from app.browsers import lifecycle, replays
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_settings import captured
 from app.browsers.telemetry_types import EVENT_CATEGORY
@@ -258,6 +258,7 @@ def _id_where(session_id, condition, *, last):
 def prune_archive():
     with db.connection_context():
         prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
+        replays.prune(current_app.config["REPLAY_RETENTION_SECONDS"])
     # Buffers and channels nobody used for a while are only caches and wake-up signals: drop them.
     idle = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
     telemetry_buffers().discard_idle(idle)

@@ -463,11 +463,11 @@ def test_prune_cli_removes_what_is_older_than_the_retention(app, client, frozen)
     ingest(client, session_id, [console("new")])
     result = app.test_cli_runner().invoke(args=["browsers", "prune", "--retention-seconds", "3600"])
     assert result.exit_code == 0, result.output
-    assert "deleted 2 telemetry event(s) and 1 log line(s)" in result.output
+    assert "deleted 2 telemetry event(s), 1 log line(s) and 0 recording(s)" in result.output
     page = read(client, session_id, since="1d")[0]
     assert [(e["seq"], e["event"]["data"]["text"]) for e in page] == [(3, "new")]
     again = app.test_cli_runner().invoke(args=["browsers", "prune", "--retention-seconds", "3600"])
-    assert "deleted 0 telemetry event(s) and 0 log line(s)" in again.output
+    assert "deleted 0 telemetry event(s), 0 log line(s) and 0 recording(s)" in again.output
 
 
 def test_prune_cli_defaults_to_the_configured_retention(app, client, frozen):

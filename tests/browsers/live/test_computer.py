@@ -1,7 +1,9 @@
-"""The computer API (#28) on a real headless browser, through the official SDK: what a page sees of the clicks,
-keys, wheel and drags sent, screenshots of the viewport, batches that stop at the first failure, and the
-answers for what is off the screen or not served."""
+"""The computer API (#28) on real browsers, headless and headful, through the official SDK: what a page sees of
+the clicks, keys, wheel and drags sent, screenshots of the viewport, batches that stop at the first failure,
+the answers for what is off the screen or not served, and recordings of the screen (replays)."""
+import json
 import struct
+import subprocess
 import time
 
 import kernel
@@ -148,3 +150,53 @@ def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen)
     sdk.browsers.delete_by_id(session_id)
     with pytest.raises(kernel.NotFoundError):
         sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
+
+
+def probe_video(data, tmp_path):
+    """(duration in seconds, frames, codec, width, height) of an MP4, by Debian's ffprobe."""
+    video = tmp_path / "replay.mp4"
+    video.write_bytes(data)
+    probed = json.loads(subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+         "format=duration:stream=nb_read_frames,codec_name,width,height", "-of", "json", str(video)],
+        capture_output=True, check=True).stdout)
+    stream = probed["streams"][0]
+    return (float(probed["format"]["duration"]), int(stream["nb_read_frames"]), stream["codec_name"],
+            stream["width"], stream["height"])
+
+
+def test_a_replay_records_the_screen_as_an_mp4_listed_and_downloadable(sdk, screen, tmp_path):
+    session_id, page = screen
+    replays = sdk.browsers.replays
+    started = replays.start(session_id, framerate=10)
+    with pytest.raises(kernel.ConflictError):  # one recording at a time
+        replays.start(session_id)
+    for colour in ("red", "green", "blue", "white", "black"):  # something to see changing
+        page.evaluate(f"document.body.style.background = '{colour}'")
+        time.sleep(1)
+    replays.stop(started.replay_id, id_or_name=session_id)
+    [listed] = replays.list(session_id)
+    assert listed.replay_id == started.replay_id and listed.finished_at > listed.started_at
+    assert listed.model_extra["status"] == "saved" and listed.model_extra["size_bytes"] > 0
+    video = replays.download(started.replay_id, id_or_name=session_id).read()
+    assert len(video) == listed.model_extra["size_bytes"]
+    duration, frames, codec, width, height = probe_video(video, tmp_path)
+    recorded = (listed.finished_at - listed.started_at).total_seconds()
+    assert abs(duration - recorded) <= 1 and recorded >= 5
+    assert frames > 0 and codec == "h264" and (width, height) == (1920, 1080)
+
+
+def test_a_replay_stops_at_its_max_duration_and_with_its_session(sdk, screen, tmp_path):
+    session_id, _ = screen
+    replays = sdk.browsers.replays
+    short = replays.start(session_id, max_duration_in_seconds=2)
+    saved = eventually(lambda: [r for r in replays.list(session_id) if r.model_extra["status"] == "saved"], 20)
+    assert [r.replay_id for r in saved] == [short.replay_id]
+    assert abs(probe_video(replays.download(short.replay_id, id_or_name=session_id).read(), tmp_path)[0] - 2) <= 1
+    cut = replays.start(session_id)
+    time.sleep(1)
+    sdk.browsers.delete_by_id(session_id)
+    ended = eventually(lambda: {r.replay_id: r.model_extra["status"] for r in replays.list(session_id)}
+                       .get(cut.replay_id) == "saved", 30)
+    assert ended  # the ended session's recording was saved, and is still listed and downloadable
+    assert probe_video(replays.download(cut.replay_id, id_or_name=session_id).read(), tmp_path)[1] > 0

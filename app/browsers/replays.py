@@ -1,0 +1,172 @@
+"""Recordings of a session's screen (the replays API): the rules. The session's host records
+(browserhost/replays.py: MP4, H.264, by ffmpeg inside the session's sandbox) and, once a recording has ended,
+sends the video here over the internal API (`receive`); it is kept as a blob of the session.
+
+A replay is `recording` until it is stopped, reaches its max duration or size, or its session ends; then
+`saving` until its host has sent it, then `saved` (downloadable) or `failed` (its error says why). One
+recording at a time per session. Recordings are kept for REPLAY_RETENTION_SECONDS after they started
+(`prune`, with the telemetry's).
+"""
+from datetime import datetime, timedelta, timezone
+
+from flask import current_app
+
+from app.browsers import hosts
+from app.browsers.computer import require_host_driver
+from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
+from app.core import blobs, clock, urls
+from app.core.errors import ApiError, bad_request, conflict, not_found
+from lantern_wire.hosts import ENDED_BY_HOST_RESTART
+
+# What a host takes to start or stop a recording (a stop waits for ffmpeg's last fragment and the upload).
+START_SECONDS, STOP_SECONDS = 30, 90
+# A replay still `saving` this long after it could have ended never came from its host (the host died).
+SAVING_GRACE_SECONDS = 900
+
+
+def record(replay):
+    """The replay as the API shows it (the SDK's fields, then Lantern's own)."""
+    return {"replay_id": replay.id, "started_at": replay.started_at, "finished_at": replay.finished_at,
+            "replay_view_url": f"{urls.public_base_url()}/browsers/{replay.session_id}/replays/{replay.id}",
+            "status": replay.status, "size_bytes": replay.size_bytes, "error": replay.error}
+
+
+def start(session, framerate, max_seconds):
+    """Start recording the session's screen; the new replay. 409 while another recording runs."""
+    require_host_driver(session, "replays")
+    if Replay.select().where((Replay.session == session.id) & (Replay.status == Replay.RECORDING)).exists():
+        raise conflict("replay_in_progress", f"Browser session {session.id!r} is already being recorded; stop that "
+                                             "recording first.")
+    # The row comes first: the host may send a recording that failed at once before it answers.
+    replay = Replay.create(session=session.id, framerate=framerate, max_duration_seconds=max_seconds)
+    body = {"replay_id": replay.id, "framerate": framerate, "max_seconds": max_seconds,
+            "max_bytes": current_app.config["REPLAY_MAX_BYTES"]}
+    try:
+        hosts.call(session.host, "POST", f"/sessions/{session.id}/replays", body, timeout=START_SECONDS)
+    except hosts.HostError as error:
+        replay.delete_instance()
+        raise _host_refusal(error) from None
+    return Replay.get_by_id(replay.id)
+
+
+def stop(session, replay_id):
+    """End a recording (nothing to do for one that has ended); the replay once its host has sent it (or
+    still `saving` when the host is slow)."""
+    replay = find(session, replay_id)
+    stopping = (Replay.update(status=Replay.SAVING)
+                .where((Replay.id == replay.id) & (Replay.status == Replay.RECORDING)).execute())
+    if stopping and session.is_active:
+        try:
+            hosts.call(session.host, "POST", f"/sessions/{session.id}/replays/{replay.id}/stop", {},
+                       timeout=STOP_SECONDS)
+        except hosts.HostError as error:
+            if error.status != 404:  # 404: it had ended on its own, and its video is on its way
+                raise _host_refusal(error) from None
+    return Replay.get_by_id(replay.id)
+
+
+def find(session, replay_id):
+    replay = Replay.get_or_none((Replay.id == replay_id) & (Replay.session == session.id))
+    if replay is None:
+        raise not_found(f"Replay {replay_id!r} not found for browser session {session.id!r}.")
+    return replay
+
+
+def listing(session):
+    return list(Replay.select().where(Replay.session == session.id).order_by(Replay.started_at, Replay.id))
+
+
+def video_path(session, replay_id):
+    """Where the saved video of the replay is (a file of the blob store); 409 saying why when there is none."""
+    replay = find(session, replay_id)
+    if replay.status == Replay.SAVED:
+        return blobs.store().path(replay.video)
+    if replay.status == Replay.RECORDING:
+        raise conflict("replay_not_ready", f"Replay {replay.id!r} is still recording; stop it first.")
+    if replay.status == Replay.SAVING:
+        raise ApiError(409, "replay_not_ready", f"Replay {replay.id!r} is being saved by its browser host; try again "
+                                                "in a few seconds.", headers={"Retry-After": "2"})
+    raise conflict("replay_failed", f"Replay {replay.id!r} failed: {replay.error}")
+
+
+def receive(host, replay_id, started_at, finished_at, error, video):
+    """A host sends a recording that has ended: its video (a readable stream) or its error. The replay's
+    status; a replay sent again once saved is not stored twice."""
+    replay = (Replay.select(Replay, BrowserSession.host).join(BrowserSession)
+              .where(Replay.id == replay_id).first())
+    if replay is None or replay.session.host_id != host.id:
+        raise not_found(f"No replay {replay_id!r} of a session of browser host {host.name!r}.")
+    if replay.status in (Replay.SAVED, Replay.FAILED):
+        return replay.status
+    times = {Replay.started_at: _from_unix(started_at), Replay.finished_at: _from_unix(finished_at)}
+    if error:
+        changes = {Replay.status: Replay.FAILED, Replay.error: error[:500]}
+        digest = None
+    else:
+        try:
+            digest, size = blobs.store().put_stream(video, limit=current_app.config["REPLAY_MAX_BYTES"])
+        except ValueError:
+            raise ApiError(413, "payload_too_large", "The recording is larger than REPLAY_MAX_BYTES.") from None
+        changes = {Replay.status: Replay.SAVED, Replay.video: digest, Replay.size_bytes: size}
+    updated = (Replay.update({**times, **changes})
+               .where((Replay.id == replay.id) & Replay.status.in_([Replay.RECORDING, Replay.SAVING])).execute())
+    if not updated and digest:  # another copy of it was saved meanwhile
+        blobs.release(Replay, digest)
+    return changes[Replay.status]
+
+
+def sessions_ended(sessions):
+    """Recordings end with their session: its host stops them and sends them (saving), unless the host is gone."""
+    lost = [s.id for s in sessions if s.end_reason in (ENDED_BY_HOST_LOST, ENDED_BY_HOST_RESTART)]
+    others = [s.id for s in sessions if s.id not in lost]
+    recording = Replay.status == Replay.RECORDING
+    if others:
+        Replay.update(status=Replay.SAVING).where(Replay.session.in_(others) & recording).execute()
+    if lost:
+        (Replay.update(status=Replay.FAILED, finished_at=clock.now(), error="Its browser host was lost.")
+         .where(Replay.session.in_(lost) & recording).execute())
+
+
+def prune(retention_seconds):
+    """Delete recordings that started before the retention (their videos with them); give up on those whose
+    host never sent them. How many were deleted."""
+    now = clock.now()
+    never_came = now - timedelta(seconds=current_app.config["REPLAY_MAX_SECONDS"] + SAVING_GRACE_SECONDS)
+    (Replay.update(status=Replay.FAILED, error="Its browser host never sent it.")
+     .where((Replay.status == Replay.SAVING) & (Replay.started_at < never_came)).execute())
+    cutoff = now - timedelta(seconds=retention_seconds)
+    old = list(Replay.select(Replay.id, Replay.video).where(Replay.started_at < cutoff))
+    if old:
+        Replay.delete().where(Replay.id.in_([replay.id for replay in old])).execute()
+        for replay in old:
+            blobs.release(Replay, replay.video)
+    return len(old)
+
+
+def _host_refusal(error):
+    if error.status == 409:
+        return conflict(error.code or "replay_in_progress", str(error))
+    if error.status == 404:
+        return ApiError(404, "not_found", str(error))
+    return ApiError(502, "replay_failed", f"The browser host could not do it: {error}",
+                    headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
+
+
+def _from_unix(seconds):
+    return datetime.fromtimestamp(float(seconds), timezone.utc).replace(tzinfo=None)  # naive UTC, as stored
+
+
+def bounded(args):
+    """(framerate, max seconds) of a start's body, with the defaults; 400 past the configured bounds."""
+    config = current_app.config
+    if args.get("record_audio"):
+        raise bad_request("record_audio: browsers here have no sound device; recordings are video only.",
+                          field="record_audio")
+    framerate = args.get("framerate", config["REPLAY_DEFAULT_FRAMERATE"])
+    if framerate > config["REPLAY_MAX_FRAMERATE"]:
+        raise bad_request(f"framerate must be at most {config['REPLAY_MAX_FRAMERATE']}.", field="framerate")
+    max_seconds = args.get("max_duration_in_seconds", config["REPLAY_MAX_SECONDS"])
+    if max_seconds > config["REPLAY_MAX_SECONDS"]:
+        raise bad_request(f"max_duration_in_seconds must be at most {config['REPLAY_MAX_SECONDS']}.",
+                          field="max_duration_in_seconds")
+    return framerate, max_seconds

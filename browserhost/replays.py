@@ -1,0 +1,192 @@
+"""Recordings of a session's screen (the replays API): MP4, H.264, made by Debian's ffmpeg inside the
+session's sandbox (its user, namespaces and cgroup), whose output this host writes to its replays folder.
+
+What is recorded is the computer API's screen (computer.py): the active page's viewport when the recording
+starts. A headful session's recording grabs its X display there (x11grab), so it shows what a person would
+see, native pop-ups included; a headless one is fed the page's screencast (`Page.startScreencast`: a JPEG
+frame whenever the page changes), the newest frame written again at every tick of the framerate, so both
+play for the time they recorded at the framerate asked. The MP4 is fragmented (a fragment every two
+seconds): ffmpeg writes it as a stream, and one cut short still plays up to its last whole fragment.
+
+A recording ends when it is stopped, at its `max_seconds` (ffmpeg's own -t), once it has written
+`max_bytes` (the rest is not kept), when its encoder fails, or with its session; then `on_finished` is
+called once with it, from its own thread.
+"""
+import base64
+import logging
+import threading
+import time
+
+from browserhost.cdp import CdpClient, CdpError
+
+logger = logging.getLogger(__name__)
+CHUNK = 256 * 1024
+STOP_GRACE_SECONDS = 10  # for ffmpeg to write its last fragment once asked to stop
+JPEG_QUALITY = 80
+
+
+def encoder_arguments(width, height, framerate, max_seconds):
+    """ffmpeg's output options: H.264 of an even size (x264 needs one), a keyframe (and so a fragment) every
+    two seconds, yuv420p for every player, fragmented MP4 on stdout."""
+    return ["-t", str(max_seconds), "-an", "-vf", f"scale={width - width % 2}:{height - height % 2}",
+            "-c:v", "libx264", "-preset", "veryfast", "-g", str(2 * framerate), "-pix_fmt", "yuv420p",
+            "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", "pipe:1"]
+
+
+class Recording:
+    """One recording; `start(spawn)` runs its encoder through `spawn(argv, stdin)` (a subprocess.Popen with
+    stdin and stdout piped and stderr to the given file), `stop()` ends it and waits until it is written."""
+
+    def __init__(self, replay_id, path, *, size, framerate, max_seconds, max_bytes, on_finished):
+        self.replay_id, self.path = replay_id, path
+        self.size, self.framerate, self.max_seconds, self.max_bytes = size, framerate, max_seconds, max_bytes
+        self.on_finished = on_finished
+        self.started_at = self.finished_at = None
+        self.written = 0
+        self.error = None
+        self.finished = threading.Event()  # set once on_finished returned
+        self._stopping = threading.Event()
+        self._process = None
+
+    def input_arguments(self):
+        raise NotImplementedError
+
+    def start(self, spawn):
+        argv = ["ffmpeg", "-loglevel", "error", "-nostats", *self.input_arguments(),
+                *encoder_arguments(*self.size, self.framerate, self.max_seconds)]
+        with open(self.path.with_suffix(".log"), "wb") as errors:
+            self._process = spawn(argv, errors)
+        self.started_at = time.time()
+        threading.Thread(target=self._write, name=f"replay-{self.replay_id}", daemon=True).start()
+        return self
+
+    def stop(self, timeout=STOP_GRACE_SECONDS * 2):
+        """Ask the encoder to finish and wait (up to `timeout`) until the recording is written and handed on."""
+        if not self._stopping.is_set():
+            self.finished_at = time.time()  # what comes after is ffmpeg finishing, not recording
+            self._stopping.set()
+            self._ask_to_finish()
+            deadline = threading.Timer(STOP_GRACE_SECONDS, self._kill_if_running)
+            deadline.daemon = True
+            deadline.start()
+        return self.finished.wait(timeout)
+
+    def _ask_to_finish(self):
+        raise NotImplementedError
+
+    def _kill_if_running(self):
+        if self._process.poll() is None:
+            logger.warning("replay %s: ffmpeg did not finish within %s s; killed", self.replay_id, STOP_GRACE_SECONDS)
+            self._process.kill()
+
+    def _write(self):
+        """Copy the encoder's MP4 into the file, up to max_bytes, until it ends; then hand the recording on."""
+        try:
+            with open(self.path, "wb") as out:
+                while chunk := self._process.stdout.read1(CHUNK):
+                    room = self.max_bytes - self.written
+                    if room <= 0:
+                        continue  # past the bound: read on (the encoder must not block) and keep nothing
+                    out.write(chunk[:room])
+                    self.written += min(len(chunk), room)
+                    if self.written >= self.max_bytes:
+                        logger.info("replay %s reached its %s bytes; it stops", self.replay_id, self.max_bytes)
+                        threading.Thread(target=self.stop, daemon=True).start()
+            status = self._process.wait()
+            if status and not self._stopping.is_set():
+                self.error = f"ffmpeg exited with status {status}: {self._error_tail()}"
+            elif self.written == 0:
+                self.error = f"ffmpeg wrote nothing: {self._error_tail() or 'no frame came'}"
+        except OSError as error:
+            self.error = f"writing the recording failed: {error}"
+        finally:
+            self.finished_at = self.finished_at or time.time()  # it ended by itself (its max duration, a failure)
+            self._stopping.set()
+            self._ask_to_finish()
+            try:
+                self.on_finished(self)
+            finally:
+                self.finished.set()
+
+    def _error_tail(self):
+        try:
+            return self.path.with_suffix(".log").read_text(errors="replace").strip()[-300:]
+        except OSError:
+            return ""
+
+
+class DisplayRecording(Recording):
+    """A headful session's X display, from the page's place on it (`offset`), ffmpeg grabbing it itself."""
+
+    def __init__(self, replay_id, path, *, display, offset, **options):
+        super().__init__(replay_id, path, **options)
+        self.display, self.offset = display, offset
+
+    def input_arguments(self):
+        width, height = self.size
+        return ["-f", "x11grab", "-draw_mouse", "1", "-framerate", str(self.framerate),
+                "-video_size", f"{width}x{height}", "-i", f"{self.display}+{self.offset[0]},{self.offset[1]}"]
+
+    def _ask_to_finish(self):
+        try:  # ffmpeg's own key for "finish the output and quit"
+            self._process.stdin.write(b"q")
+            self._process.stdin.close()
+        except (OSError, ValueError):
+            pass
+
+
+class ScreencastRecording(Recording):
+    """A headless session's page (`target`), through its screencast, fed to ffmpeg at the framerate."""
+
+    def __init__(self, replay_id, path, *, devtools, target, **options):
+        super().__init__(replay_id, path, **options)
+        self.devtools, self.target = devtools, target
+        self._frame = None
+        self._cdp = None
+
+    def input_arguments(self):
+        return ["-f", "image2pipe", "-framerate", str(self.framerate), "-c:v", "mjpeg", "-i", "pipe:0"]
+
+    def start(self, spawn):
+        self._cdp = CdpClient(self.devtools)
+        try:
+            session = self._cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
+            # What the page shows now: the screencast sends a frame only when something changes.
+            first = self._cdp.call("Page.captureScreenshot", {"format": "jpeg", "quality": JPEG_QUALITY},
+                                   session_id=session)
+            self._frame = base64.b64decode(first["data"])
+            self._cdp.on("Page.screencastFrame", self._on_frame)
+            width, height = self.size
+            self._cdp.call("Page.startScreencast", {"format": "jpeg", "quality": JPEG_QUALITY, "maxWidth": width,
+                                                    "maxHeight": height}, session_id=session)
+        except (CdpError, OSError):
+            self._cdp.close()
+            raise
+        super().start(spawn)
+        threading.Thread(target=self._feed, name=f"replay-feed-{self.replay_id}", daemon=True).start()
+        return self
+
+    def _on_frame(self, params, session_id):
+        self._frame = base64.b64decode(params["data"])
+        self._cdp.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]}, session_id=session_id)
+
+    def _feed(self):
+        """The newest frame at every tick: the video's time is the time recorded."""
+        tick = 1 / self.framerate
+        due = time.monotonic()
+        try:
+            while not self._stopping.is_set():
+                self._process.stdin.write(self._frame)
+                due += tick
+                self._stopping.wait(max(0.0, due - time.monotonic()))
+        except (OSError, ValueError):  # ffmpeg ended (its -t, or it failed): _write says which
+            pass
+        finally:
+            self._cdp.close()
+            try:
+                self._process.stdin.close()
+            except (OSError, ValueError):
+                pass
+
+    def _ask_to_finish(self):
+        pass  # the feeder sees _stopping and closes ffmpeg's input, which ends it
