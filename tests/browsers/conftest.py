@@ -3,7 +3,13 @@ from contextlib import contextmanager
 import pytest
 
 from app import streams
+from app.browsers import hosts
+from app.browsers.models import BrowserHost, BrowserSession
+from app.core.db import db
 from app.streams.memory import MemoryChannels
+from lantern_wire.hosts import REGISTER, REPORTS
+
+REGISTRATION = {"address": "http://127.0.0.1:8790", "capacity": 4, "headful": False, "unavailable_reason": None}
 
 TELEMETRY_ON = {"enabled": True, "browser": {"console": {"enabled": True}, "network": {"enabled": True}}}
 
@@ -47,3 +53,35 @@ def another_worker():
         yield
     finally:
         streams._backend, streams._telemetry = saved
+
+
+@pytest.fixture
+def add_host(app):
+    """add_host(name) -> (credential, a test client posting with it), the host registered."""
+    def add(name="h1", register=True):
+        with app.app_context(), db.connection_context():
+            credential = hosts.add(name)
+        poster = HostPoster(app.test_client(), credential)
+        if register:
+            assert poster(REGISTER, REGISTRATION).status_code == 200
+        return credential, poster
+    return add
+
+
+class HostPoster:
+    def __init__(self, client, credential):
+        self.client, self.credential = client, credential
+
+    def __call__(self, path, body):
+        return self.client.post(path, json=body, headers={"Authorization": f"Bearer {self.credential}"})
+
+    def reports(self, *reports):
+        response = self(REPORTS, {"reports": list(reports)})
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["results"]
+
+
+def on_host(app, session_id, name):
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == name)
+        BrowserSession.update(host=host.id).where(BrowserSession.id == session_id).execute()

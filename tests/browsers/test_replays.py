@@ -1,0 +1,99 @@
+"""Replays' rules before and after a host records (app/browsers/replays.py): the bounds of a start, what a
+host may send, and what a replay answers in each state. Recording itself is tested on real browsers
+(tests/browsers/live/test_computer.py)."""
+import os
+from urllib.parse import urlsplit
+
+import pytest
+
+from app.browsers import replays
+from app.browsers.models import BrowserSession, Replay
+from app.core import blobs
+from app.core.db import db
+from lantern_wire.hosts import REPLAYS
+from tests.browsers.conftest import on_host
+
+
+@pytest.fixture
+def session_id(new_browser):
+    return new_browser()["session_id"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"framerate": 31}, "framerate"), ({"framerate": 0}, "framerate"), ({"max_duration_in_seconds": 3601},
+                                                                          "max_duration_in_seconds"),
+    ({"max_duration_in_seconds": 0}, "max_duration_in_seconds"), ({"record_audio": True}, "record_audio"),
+    ({"framerate": "10"}, "framerate"),
+])
+def test_a_start_past_the_bounds_is_a_400_naming_its_field(client, session_id, body, field):
+    response = client.post(f"/browsers/{session_id}/replays", json=body)
+    assert response.status_code == 400, response.get_json()
+    assert field in str(response.get_json()["details"])
+
+
+def test_an_external_drivers_session_records_nothing_here(client, session_id):
+    response = client.post(f"/browsers/{session_id}/replays", json={})
+    assert response.status_code == 501 and response.get_json()["code"] == "replays_not_served"
+    assert client.get(f"/browsers/{session_id}/replays").get_json() == []
+    assert client.get(f"/browsers/{session_id}/replays/nope").status_code == 404
+    assert client.post(f"/browsers/{session_id}/replays/nope/stop").status_code == 404
+
+
+VIDEO = b"\x00\x00\x00\x18ftypmp42 and the rest"
+
+
+def recording(app, session_id):
+    with app.app_context(), db.connection_context():
+        return Replay.create(session=session_id, framerate=10, max_duration_seconds=60).id
+
+
+def put(client, credential, replay_id, body=b"", **query):
+    query = {"started_at": "1700000000.5", "finished_at": "1700000006.25", **query}
+    return client.put(f"{REPLAYS}/{replay_id}", data=body, query_string=query, content_type="video/mp4",
+                      headers={"Authorization": f"Bearer {credential}"})
+
+
+def test_a_host_sends_the_video_of_its_own_sessions_recordings_once(app, client, session_id, add_host):
+    credential, _ = add_host("h1")
+    other, _ = add_host("h2")
+    on_host(app, session_id, "h1")
+    replay_id = recording(app, session_id)
+    download = client.get(f"/browsers/{session_id}/replays/{replay_id}")
+    assert download.status_code == 409 and "still recording" in download.get_json()["message"]
+    assert put(client, other, replay_id, b"not yours").status_code == 404  # another host's session
+    assert put(client, credential, replay_id, VIDEO).get_json() == {"status": "saved"}
+    assert put(client, credential, replay_id, b"again").get_json() == {"status": "saved"}  # not stored twice
+    [listed] = client.get(f"/browsers/{session_id}/replays").get_json()
+    assert listed["status"] == "saved" and listed["size_bytes"] == len(VIDEO)
+    assert listed["started_at"] == "2023-11-14T22:13:20.500000Z"
+    assert listed["finished_at"] == "2023-11-14T22:13:26.250000Z"
+    assert listed["replay_view_url"].endswith(f"/browsers/{session_id}/replays/{replay_id}")
+    download = client.get(urlsplit(listed["replay_view_url"]).path)
+    assert download.status_code == 200 and download.mimetype == "video/mp4" and download.data == VIDEO
+    download.close()
+
+
+def test_a_failed_recording_says_why_and_bad_times_are_refused(app, client, session_id, add_host):
+    credential, _ = add_host("h1")
+    on_host(app, session_id, "h1")
+    replay_id = recording(app, session_id)
+    assert put(client, credential, replay_id, started_at="soon").status_code == 400
+    assert put(client, credential, replay_id, error="ffmpeg exited with status 1").get_json() == {"status": "failed"}
+    download = client.get(f"/browsers/{session_id}/replays/{replay_id}")
+    assert download.status_code == 409 and "ffmpeg exited with status 1" in download.get_json()["message"]
+
+
+def test_recordings_end_with_their_session_and_are_pruned_with_their_videos(app, client, session_id):
+    replay_id = recording(app, session_id)
+    assert client.delete(f"/browsers/{session_id}").status_code == 204
+    [listed] = client.get(f"/browsers/{session_id}/replays").get_json()
+    assert listed["status"] == "saving"  # its host stops it and sends it
+    with app.app_context(), db.connection_context():
+        digest = blobs.store().put_bytes(b"video")
+        Replay.update(status=Replay.SAVED, video=digest).where(Replay.id == replay_id).execute()
+        app.config["BLOB_GRACE_SECONDS"] = 0
+        assert replays.prune(retention_seconds=3600) == 0
+        assert replays.prune(retention_seconds=0) == 1
+        assert not Replay.select().where(Replay.id == replay_id).exists()
+        assert not os.path.exists(blobs.store().path(digest))
+        assert BrowserSession.get_by_id(session_id).deleted_at is not None
