@@ -1,12 +1,15 @@
-"""The computer API of a browser session (/browsers/{id}/computer/...): its screen, mouse and keyboard, and
+"""The computer API of a browser session (/browsers/{id}/computer/...): its screen, mouse and keyboard,
 recordings of its screen (/browsers/{id}/replays), as the official SDK's `browsers.computer` and
-`browsers.replays` call them. The rules are in app/browsers/computer.py and replays.py."""
+`browsers.replays` call them, and its live view (/browsers/{id}/live). The rules are in
+app/browsers/computer.py, replays.py and live_view.py."""
 from flask import Response, send_file
 
-from app.browsers import computer, replays
+from app.browsers import computer, relay, replays
 from app.browsers import computer_schemas as schemas
-from app.browsers.views import find
+from app.browsers import live_view as live_view_page
+from app.browsers.views import cdp_session, find
 from app.core.api import Blueprint
+from app.core.auth import takes_tokens
 
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
                 description="A browser session's screen, mouse and keyboard (computer use), and recordings of it.")
@@ -118,3 +121,26 @@ def download_replay(session_ref, replay_id):
     """The recording's video (MP4, H.264); 409 while it is recording or being saved"""
     path = replays.video_path(find(session_ref, include_deleted=True), replay_id)
     return send_file(path, mimetype="video/mp4", download_name=f"{replay_id}.mp4", conditional=True)
+
+
+# -- the live view (app/browsers/live_view.py)
+
+@blp.route("/<session_ref>/live")
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}])
+@blp.response(200, {"type": "string"}, content_type="text/html")
+def live_view(session_ref):
+    """The live view: a page showing the session's screen, which takes clicks and keys (?token= as for /cdp)"""
+    cdp_session(session_ref)
+    return Response(live_view_page.PAGE, mimetype="text/html", headers=live_view_page.HEADERS)
+
+
+@blp.route("/<session_ref>/live/cdp", websocket=True)
+@takes_tokens
+@blp.doc(security=[{"bearerAuth": []}, {}])
+@blp.response(101, description="switching to the WebSocket, relayed to the browser")
+def live_view_cdp(session_ref):
+    """The live view page's connection to the browser (CDP, as /cdp); its telemetry says a viewer came and went"""
+    session = cdp_session(session_ref)
+    on_open, on_close = live_view_page.watchers(session)
+    return relay.relay(session, on_open=on_open, on_close=on_close)

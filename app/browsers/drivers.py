@@ -45,6 +45,9 @@ class Driver(Protocol):
     def cdp_ws_url(self, session) -> str:
         """The CDP URL the session's record shows."""
 
+    def live_view_url(self, session) -> str | None:
+        """The live view URL the session's record shows (for headful sessions), if any."""
+
     def stop(self, session) -> None:
         """Release the browser of an ended session; must tolerate being called twice."""
 
@@ -82,6 +85,9 @@ class ExternalDriver:
 
     def cdp_ws_url(self, session):
         return session.cdp_ws_url
+
+    def live_view_url(self, session):
+        return session.live_view_url
 
     def stop(self, session):
         # Nothing runs here; the external browser learns of the end from its next ingest (409).
@@ -151,6 +157,13 @@ class HostDriver:
         """The relay's URL for the browser, or for one of its targets, with the session's token."""
         token = hosts.cdp_token(session)
         return f"{session.cdp_ws_url}{target_path}" + (f"?token={token}" if token else "")
+
+    def live_view_url(self, session):
+        """The live view page (app/browsers/live_view.py) on the relay's base, with the session's token:
+        ws(s)://.../browsers/{id}/cdp becomes http(s)://.../browsers/{id}/live."""
+        token = hosts.cdp_token(session)
+        page = "http" + session.cdp_ws_url.removesuffix("/cdp")[2:] + "/live"
+        return page + (f"?token={token}" if token else "")
 
     def stop(self, session):
         if session.host_id is None:

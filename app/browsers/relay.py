@@ -32,8 +32,9 @@ BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: clo
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
-def relay(session, target_path=""):
-    """Answer the WebSocket handshake with the browser's, then relay until either side closes."""
+def relay(session, target_path="", *, on_open=None, on_close=None):
+    """Answer the WebSocket handshake with the browser's, then relay until either side closes; `on_open()` and
+    `on_close()` are called once the browser accepted the connection and when it ends (the live view's)."""
     client = request.environ.get("gunicorn.socket")
     if client is None:
         raise ApiError(501, "websocket_unsupported", "The CDP relay runs under gunicorn (make run, gunicorn.conf.py); "
@@ -59,11 +60,15 @@ def relay(session, target_path=""):
             connection_id = new_id()
             if direct:
                 _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id, "worker_pid": os.getpid()})
+            if on_open:
+                on_open()
             try:
                 splice(client, upstream)
             finally:
                 if direct:
                     _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id})
+                if on_close:
+                    on_close()
     finally:
         upstream.close()
         slot.release()

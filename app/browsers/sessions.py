@@ -299,8 +299,9 @@ def record(session):
         "telemetry": public_telemetry(settings.get("telemetry") or {}),
         "usage": {"uptime_ms": int((ended_or_now - session.created_at).total_seconds() * 1000)},
     }
-    if session.live_view_url and not session.headless:
-        out["browser_live_view_url"] = session.live_view_url
+    live_view_url = None if session.headless else driver_named(session.driver).live_view_url(session)
+    if live_view_url:  # the contract: headful sessions only
+        out["browser_live_view_url"] = live_view_url
     if session.name:
         out["name"] = session.name
     if session.profile_id:

@@ -6,11 +6,13 @@ import struct
 import subprocess
 import time
 
+import httpx
 import kernel
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.browserhost.helpers import Site
+from tests.chromium import Browser, find_chromium
 from tests.waiting import eventually
 
 PAGE = b"""<!doctype html><title>computer</title>
@@ -48,6 +50,18 @@ def screen(request, sdk, page_site):
         page.goto(f"{page_site.url}/")
         yield created.session_id, page
         browser.close()
+
+
+# In the live view page: the colour of the screen's image at a point of the session's page (its CSS pixels), once a
+# frame is shown; and a click there, sent as a person's click on the image.
+PIXEL_AT = """(() => {{ const img = document.getElementById("screen"); if (!img.naturalWidth) return null;
+  const canvas = document.createElement("canvas"); canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const context = canvas.getContext("2d"); context.drawImage(img, 0, 0);
+  return Array.from(context.getImageData({x}, {y}, 1, 1).data.slice(0, 3)); }})()"""
+CLICK_AT = """(() => {{ const img = document.getElementById("screen"), box = img.getBoundingClientRect();
+  const at = {{clientX: box.left + {x} * box.width / img.naturalWidth,
+              clientY: box.top + {y} * box.height / img.naturalHeight, bubbles: true, button: 0, detail: 1}};
+  img.dispatchEvent(new MouseEvent("mousedown", at)); img.dispatchEvent(new MouseEvent("mouseup", at)); }})()"""
 
 
 def png_size(data):
@@ -200,3 +214,36 @@ def test_a_replay_stops_at_its_max_duration_and_with_its_session(sdk, screen, tm
                        .get(cut.replay_id) == "saved", 30)
     assert ended  # the ended session's recording was saved, and is still listed and downloadable
     assert probe_video(replays.download(cut.replay_id, id_or_name=session_id).read(), tmp_path)[1] > 0
+
+
+@pytest.mark.parametrize("headless", [True, False], ids=["headless", "headful"])
+def test_the_live_view_shows_the_screen_and_takes_clicks_and_is_telemetry(sdk, page_site, headless):
+    created = sdk.browsers.create(headless=headless, telemetry={"enabled": True})
+    # The record shows the URL for headful sessions (the contract); the page is the same for headless ones.
+    url = "http" + created.cdp_ws_url[2:].replace("/cdp?", "/live?")  # the session's token, as for CDP
+    assert created.browser_live_view_url == (None if headless else url)
+    assert "Referrer-Policy" in httpx.get(url).headers and httpx.get(url.split("?")[0]).status_code == 401
+    with sync_playwright() as playwright:
+        session_browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        context = session_browser.contexts[0]
+        page = context.pages[0] if context.pages else context.new_page()
+        page.goto(f"{page_site.url}/")
+        page.evaluate("document.body.style.background = 'rgb(0, 128, 255)'")
+        viewer = Browser(find_chromium(), extra_args=("--window-size=1920,1080",))
+        try:
+            live = viewer.new_page()
+            live.navigate(url)
+            live.wait_for("document.getElementById('state')?.textContent === 'live'", what="the live view connected")
+            # A pixel of the page's background, read from what the viewer shows of it (a blank stretch at 1000,800).
+            pixel = live.wait_for(PIXEL_AT.format(x=1000, y=800), what="a frame of the screen")
+            # JPEG frames: within a few levels of the colour.
+            assert all(abs(got - want) <= 8 for got, want in zip(pixel, (0, 128, 255), strict=True)), pixel
+            live.evaluate(CLICK_AT.format(x=200, y=125))  # the button, in the page's coordinates
+            expect(page.locator("#b")).to_have_text("clicked 1")
+        finally:
+            viewer.close()
+        session_browser.close()
+    kinds = eventually(lambda: {"live_view_connect", "live_view_disconnect"} <= {
+        e.event.type for e in sdk.browsers.telemetry.events(created.session_id, since="1h", limit=100)})
+    assert kinds
+    sdk.browsers.delete_by_id(created.session_id)
