@@ -135,7 +135,7 @@ def live_view(session_ref):
     return Response(live_view_page.PAGE, mimetype="text/html", headers=live_view_page.HEADERS)
 
 
-@blp.route("/<session_ref>/live/cdp", websocket=True)
+@blp.route("/<session_ref>/cdp/live_view", websocket=True)
 @takes_tokens
 @blp.doc(security=[{"bearerAuth": []}, {}])
 @blp.response(101, description="switching to the WebSocket, relayed to the browser")

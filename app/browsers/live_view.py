@@ -2,9 +2,9 @@
 (static/live_view.html), authorised like the CDP endpoint (the session's token in its URL).
 
 The page is built from Chromium's own parts, no video protocol of ours: it connects to the session's CDP
-relay at /browsers/{id}/live/cdp (the same relay as /cdp, so it works wherever CDP does, behind nginx too),
-shows the active page with `Page.startScreencast` and sends what the person does as `Input.dispatch*`
-events. It shows the page's viewport only, as a kiosk would: the computer API's screen. A viewer's
+relay at /browsers/{id}/cdp/live_view (the relay of /cdp, under its path so that it works wherever CDP does:
+behind nginx, the /cdp location takes it), shows the active page with `Page.startScreencast` and sends what
+the person does as `Input.dispatch*` events. It shows the page's viewport only, as a kiosk would: the computer API's screen. A viewer's
 connection is activity (a CDP client, as any), and comes and goes as the SDK's `live_view_connect` and
 `live_view_disconnect` telemetry events (category `connection`).
 """

@@ -157,16 +157,22 @@ def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_serv
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium")
-def test_the_cdp_websocket_is_relayed_through_nginx(deployment, client):
+def test_the_cdp_websocket_and_the_live_view_are_relayed_through_nginx(deployment, client):
     created = client.post("/browsers", json={"headless": True}).json()
     assert created["cdp_ws_url"].startswith(f"ws://127.0.0.1:{deployment['base_url'].rsplit(':', 1)[1]}/")
-    connection = websocket.create_connection(created["cdp_ws_url"], timeout=20, suppress_origin=True)
+    live_view = created["cdp_ws_url"].replace("/cdp?", "/cdp/live_view?")  # the live view page's connection
     try:
-        connection.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
-        answer = json.loads(connection.recv())
-        assert answer["id"] == 1 and "Chrome" in answer["result"]["product"]
+        for url in (created["cdp_ws_url"], live_view):
+            connection = websocket.create_connection(url, timeout=20, suppress_origin=True)
+            try:
+                connection.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
+                answer = json.loads(connection.recv())
+                assert answer["id"] == 1 and "Chrome" in answer["result"]["product"]
+            finally:
+                connection.close()
+        page = httpx.get("http" + live_view[2:].replace("/cdp/live_view?", "/live?"), timeout=10)
+        assert page.status_code == 200 and "Page.startScreencast" in page.text
     finally:
-        connection.close()
         client.delete(f"/browsers/{created['session_id']}")
 
 
