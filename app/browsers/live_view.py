@@ -4,9 +4,9 @@
 The page is built from Chromium's own parts, no video protocol of ours: it connects to the session's CDP
 relay at /browsers/{id}/cdp/live_view (the relay of /cdp, under its path so that it works wherever CDP does:
 behind nginx, the /cdp location takes it), shows the active page with `Page.startScreencast` and sends what
-the person does as `Input.dispatch*` events. It shows the page's viewport only, as a kiosk would: the computer API's screen. A viewer's
-connection is activity (a CDP client, as any), and comes and goes as the SDK's `live_view_connect` and
-`live_view_disconnect` telemetry events (category `connection`).
+the person does as `Input.dispatch*` events. It shows the page's viewport only, as a kiosk would: the
+computer API's screen. A viewer's connection is activity (a CDP client, as any), and comes and goes as the
+SDK's `live_view_connect` and `live_view_disconnect` telemetry events (category `connection`).
 """
 import time
 from pathlib import Path
