@@ -2,11 +2,14 @@
 recordings of its screen (/browsers/{id}/replays), as the official SDK's `browsers.computer` and
 `browsers.replays` call them, and its live view (/browsers/{id}/live). The rules are in
 app/browsers/computer.py, replays.py and live_view.py."""
-from flask import Response, send_file
+import time
 
-from app.browsers import computer, relay, replays
+from flask import Response, g, request, send_file
+
+from app.browsers import computer, control_events, relay, replays
 from app.browsers import computer_schemas as schemas
 from app.browsers import live_view as live_view_page
+from app.browsers.models import BrowserSession
 from app.browsers.views import cdp_session, find
 from app.core.api import Blueprint
 from app.core.auth import takes_tokens
@@ -14,6 +17,13 @@ from app.core.auth import takes_tokens
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
                 description="A browser session's screen, mouse and keyboard (computer use), and recordings of it.")
 PNG = {"type": "string", "format": "binary"}
+# The calls that drive the browser, and their operation_id in the `api_call` telemetry event, named as Kernel's
+# in-VM API names its handlers.
+OPERATIONS = {"capture_screenshot": "TakeScreenshot", "click_mouse": "ClickMouse", "move_mouse": "MoveMouse",
+              "drag_mouse": "DragMouse", "scroll": "Scroll", "press_key": "PressKey", "type_text": "TypeText",
+              "get_mouse_position": "GetMousePosition", "set_cursor_visibility": "SetCursor", "batch": "Batch",
+              "read_clipboard": "ReadClipboard", "write_clipboard": "WriteClipboard",
+              "start_replay": "StartRecording", "stop_replay": "StopRecording"}
 
 
 @blp.route("/<session_ref>/computer/screenshot", methods=["POST"])
@@ -22,6 +32,22 @@ PNG = {"type": "string", "format": "binary"}
 def capture_screenshot(args, session_ref):
     """A PNG of the session's screen (its viewport), or of a region of it"""
     return Response(computer.screenshot(find(session_ref), args.get("region")), mimetype="image/png")
+
+
+@blp.after_request
+def record_api_call(response):
+    """Each call that drives a session's browser becomes its `api_call` event, and a screenshot its
+    `monitor_screenshot` (app/browsers/control_events.py), when the session's telemetry keeps them."""
+    operation = OPERATIONS.get(request.endpoint.rpartition(".")[2]) if request.endpoint else None
+    if operation is None or "project" not in g or response.status_code == 404:  # no session of the caller's
+        return response
+    session = BrowserSession.lookup(g.project, request.view_args["session_ref"], include_deleted=True)
+    events = [control_events.api_call(operation, response.status_code,
+                                      (time.perf_counter() - g.request_started) * 1000, g.request_id)]
+    if operation == "TakeScreenshot" and response.status_code == 200:
+        events.append(control_events.monitor_screenshot(response.get_data()))
+    control_events.record(session, events)
+    return response
 
 
 def _action_route(path, action_type, schema, summary):

@@ -11,10 +11,7 @@ SDK's `live_view_connect` and `live_view_disconnect` telemetry events (category 
 import time
 from pathlib import Path
 
-from app.browsers import telemetry
-from app.core import clock
-from app.core.db import db
-from app.core.errors import ApiError
+from app.browsers import control_events
 
 PAGE = (Path(__file__).parent / "static" / "live_view.html").read_text()
 HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -26,20 +23,12 @@ def watchers(session):
 
     def on_open():
         opened.append(time.monotonic())
-        _record(session, "live_view_connect", {"session_id": session.id})
+        control_events.record(session, [control_events.event("live_view_connect", "connection",
+                                                             {"session_id": session.id})])
 
     def on_close():
         duration_ms = (time.monotonic() - opened[0]) * 1000
-        _record(session, "live_view_disconnect", {"session_id": session.id, "duration_ms": round(duration_ms, 3)})
+        control_events.record(session, [control_events.event("live_view_disconnect", "connection", {
+            "session_id": session.id, "duration_ms": round(duration_ms, 3)})])
 
     return on_open, on_close
-
-
-def _record(session, kind, data):
-    event = {"type": kind, "category": "connection", "ts": clock.micros(clock.now()),
-             "source": {"kind": "kernel_api", "event": kind}, "data": data}
-    with db.connection_context():  # the relay gave its connection back for the length of the splice
-        try:
-            telemetry.ingest(session, [event], activity=False)
-        except ApiError:
-            pass  # the session ended meanwhile: nothing to record it on

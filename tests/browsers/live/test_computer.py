@@ -1,6 +1,7 @@
 """The computer API (#28) on real browsers, headless and headful, through the official SDK: what a page sees of
 the clicks, keys, wheel and drags sent, screenshots of the viewport, batches that stop at the first failure,
 the answers for what is off the screen or not served, and recordings of the screen (replays)."""
+import base64
 import json
 import struct
 import subprocess
@@ -246,4 +247,24 @@ def test_the_live_view_shows_the_screen_and_takes_clicks_and_is_telemetry(sdk, p
     kinds = eventually(lambda: {"live_view_connect", "live_view_disconnect"} <= {
         e.event.type for e in sdk.browsers.telemetry.events(created.session_id, since="1h", limit=100)})
     assert kinds
+    sdk.browsers.delete_by_id(created.session_id)
+
+
+def test_calls_that_drive_the_browser_are_control_telemetry_and_screenshots_monitor_screenshots(sdk):
+    on = {"enabled": True, "browser": {"control": {"enabled": True}, "screenshot": {"enabled": True}}}
+    created = sdk.browsers.create(headless=True, telemetry=on)
+    png = sdk.browsers.computer.capture_screenshot(created.session_id).read()
+    sdk.browsers.computer.click_mouse(created.session_id, x=5, y=5)
+    with pytest.raises(kernel.BadRequestError):
+        sdk.browsers.computer.click_mouse(created.session_id, x=5000, y=5)
+
+    def events():
+        found = list(sdk.browsers.telemetry.events(created.session_id, since="1h", limit=100))
+        return found if len([e for e in found if e.event.type == "api_call"]) >= 3 else None
+
+    found = eventually(events)
+    calls = [(e.event.data.operation_id, e.event.data.status) for e in found if e.event.type == "api_call"]
+    assert calls == [("TakeScreenshot", 200), ("ClickMouse", 204), ("ClickMouse", 400)]
+    [shot] = [e.event for e in found if e.event.type == "monitor_screenshot"]
+    assert base64.b64decode(shot.data.png) == png
     sdk.browsers.delete_by_id(created.session_id)
