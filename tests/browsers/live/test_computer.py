@@ -3,9 +3,11 @@ the clicks, keys, wheel and drags sent, screenshots of the viewport, batches tha
 the answers for what is off the screen or not served, and recordings of the screen (replays)."""
 import base64
 import json
+import re
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import kernel
@@ -14,6 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.browserhost.helpers import Site
 from tests.chromium import Browser, find_chromium
+from tests.readme import examples, run
 from tests.waiting import eventually
 
 PAGE = b"""<!doctype html><title>computer</title>
@@ -268,3 +271,21 @@ def test_calls_that_drive_the_browser_are_control_telemetry_and_screenshots_moni
     [shot] = [e.event for e in found if e.event.type == "monitor_screenshot"]
     assert base64.b64decode(shot.data.png) == png
     sdk.browsers.delete_by_id(created.session_id)
+
+
+def test_the_docs_examples_of_computer_use_replays_and_the_live_view_run_as_written(lantern, tmp_path):
+    markdown = (Path(__file__).resolve().parents[3] / "docs" / "browsers.md").read_text()
+    blocks = [code for language, code in examples("Sessions (`/browsers`)", markdown)
+              if language == "python" and re.search(r"\.computer\.|\.replays\.|browser_live_view_url", code)]
+    assert len(blocks) == 3
+    for code in blocks:
+        given = "import kernel\nclient = kernel.Kernel()\n"
+        if "browser = " not in code:
+            given += "browser = client.browsers.create()\n"
+        out = run("python", given + code + "client.browsers.delete_by_id(browser.session_id)\n", lantern.api_key,
+                  lantern.base_url, **{"kernel.Kernel()": f"kernel.Kernel(api_key={lantern.api_key!r}, "
+                                                         f"base_url={lantern.base_url!r})",
+                                       '"replay.mp4"': repr(str(tmp_path / "replay.mp4"))})
+        if "browser_live_view_url" in code:
+            assert "/live?token=" in out
+    assert (tmp_path / "replay.mp4").read_bytes()[4:8] == b"ftyp"  # the replay was written where asked
