@@ -111,6 +111,7 @@ bench: install-test bench-packages
 	$(BIN)/python bench/capture.py $(CAPTURE_BENCH_ARGS)
 	$(BIN)/python bench/wakeups.py $(WAKEUPS_BENCH_ARGS)
 	$(BIN)/python bench/archive_pages.py $(ARCHIVE_BENCH_ARGS)
+	$(BIN)/python bench/computer.py $(COMPUTER_BENCH_ARGS)
 
 # Instructions per request of each read beside the hello world (bench/instructions.py): steadier
 # than bench/run.py's wall-clock ratios on a noisy machine, and slow (about 5 minutes); not in bench.

@@ -105,6 +105,7 @@ class Hosted:
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
     screen: computer.Screen | None = None  # for the computer API
     recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
+    recording_lock: threading.Lock = field(default_factory=threading.Lock)  # one recording starts at a time
 
 
 class BrowserHostServer:
@@ -471,6 +472,10 @@ class BrowserHostServer:
         """(status, answer) for POST /sessions/{id}/replays."""
         if hosted.browser is None or hosted.stopping:
             return 404, {"code": "not_found", "message": "No such browser on this host."}
+        with hosted.recording_lock:
+            return self._start_replay(hosted, body)
+
+    def _start_replay(self, hosted, body):
         replay_id = str(body["replay_id"])
         if not replay_id.isalnum() or replay_id in hosted.recordings:
             return 400, {"code": "bad_request", "message": f"replay id {replay_id!r} is not a new one"}
