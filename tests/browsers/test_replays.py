@@ -97,3 +97,14 @@ def test_recordings_end_with_their_session_and_are_pruned_with_their_videos(app,
         assert not Replay.select().where(Replay.id == replay_id).exists()
         assert not os.path.exists(blobs.store().path(digest))
         assert BrowserSession.get_by_id(session_id).deleted_at is not None
+
+
+def test_the_openapi_document_describes_replays_and_the_live_view(anonymous):
+    paths = anonymous.get("/openapi.json").get_json()["paths"]
+    replays_path = "/browsers/{session_ref}/replays"
+    assert {"get", "post"} <= set(paths[replays_path])
+    assert "video/mp4" in paths[replays_path + "/{replay_id}"]["get"]["responses"]["200"]["content"]
+    assert "post" in paths[replays_path + "/{replay_id}/stop"]
+    assert "text/html" in paths["/browsers/{session_ref}/live"]["get"]["responses"]["200"]["content"]
+    started = paths[replays_path]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
+    assert started["$ref"].endswith("/Replay")

@@ -105,6 +105,7 @@ def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
     assert buttons == [["mousedown", 10, 500], ["mouseup", 200, 600]]
     sdk.browsers.computer.move_mouse(session_id, x=640, y=360, smooth=True, duration_ms=200)
     assert sdk.browsers.computer.get_mouse_position(session_id).model_dump() == {"x": 640, "y": 360}
+    assert sdk.browsers.computer.set_cursor_visibility(session_id, hidden=True).ok is True
 
 
 def test_a_screenshot_is_the_viewport_or_a_region_of_it(sdk, screen):
