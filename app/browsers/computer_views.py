@@ -13,6 +13,7 @@ from app.browsers.models import BrowserSession
 from app.browsers.views import cdp_session, find
 from app.core.api import Blueprint
 from app.core.auth import takes_tokens
+from app.core.errors import ApiError
 
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
                 description="A browser session's screen, mouse and keyboard (computer use), and recordings of it.")
@@ -41,7 +42,10 @@ def record_api_call(response):
     operation = OPERATIONS.get(request.endpoint.rpartition(".")[2]) if request.endpoint else None
     if operation is None or "project" not in g or response.status_code == 404:  # no session of the caller's
         return response
-    session = BrowserSession.lookup(g.project, request.view_args["session_ref"], include_deleted=True)
+    try:  # a call refused before its session was looked up (400, 415) may name none
+        session = BrowserSession.lookup(g.project, request.view_args["session_ref"], include_deleted=True)
+    except ApiError:
+        return response
     events = [control_events.api_call(operation, response.status_code,
                                       (time.perf_counter() - g.request_started) * 1000, g.request_id)]
     if operation == "TakeScreenshot" and response.status_code == 200:

@@ -103,9 +103,9 @@ def _end_timed_out(session, announce=True):
 
 def after_end(sessions):
     """Stop each ended session's browser (its recordings end with it) and wake its streams (they close)."""
-    replays.sessions_ended(sessions)
     for session in sessions:
         driver_named(session.driver).stop(session)
         telemetry_buffers().discard(session.telemetry_subject)
         streams.announce(session.telemetry_subject, ended=True)
         streams.announce(session.logs_subject, ended=True)
+    replays.sessions_ended(sessions)  # after the stops: a stream that sees the end finds the browser stopped
