@@ -10,7 +10,7 @@ from app.auth_connections import loginflow
 from app.auth_connections.models import AuthConnection, HealthCheck, LoginFlow
 from app.core import clock
 from app.core.db import CompiledQuery, save_or_conflict
-from app.core.errors import NO_RETRY, ApiError, bad_request, not_found
+from app.core.errors import ApiError, bad_request, conflict, not_found
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider
 from app.orgs.usage import usage_counter
@@ -21,8 +21,7 @@ SETTINGS = ("auto_reauth", "health_checks", "record_session", "save_credentials"
 
 
 def pair_taken(profile_name, domain):
-    return ApiError(409, "auth_connection_exists",
-                    f"Profile {profile_name!r} already has a connection for {domain!r}.", headers=NO_RETRY)
+    return conflict("auth_connection_exists", f"Profile {profile_name!r} already has a connection for {domain!r}.")
 
 
 def default_interval():

@@ -45,7 +45,7 @@ from app.auth_connections.models import (
 )
 from app.core import clock, crypto
 from app.core.db import db, exclusive
-from app.core.errors import NO_RETRY, ApiError, bad_request
+from app.core.errors import bad_request, conflict
 from app.core.ids import new_id
 from app.orgs.models import hash_key
 from app.profiles.models import save_profile_state
@@ -173,15 +173,13 @@ def submit(connection, body, *, flow_id=None):
     """
     flow = running_flow(connection)
     if flow is None or flow_id not in (None, flow.id):
-        raise ApiError(409, "no_flow_in_progress", "No login flow is in progress; start one with /login.",
-                       headers=NO_RETRY)
+        raise conflict("no_flow_in_progress", "No login flow is in progress; start one with /login.")
     answer = answer_for(flow, body)
     with exclusive(flow):
         current = LoginFlow.get_by_id(flow.id)
         if current.step not in (AWAITING_INPUT, AWAITING_EXTERNAL_ACTION) or current.is_terminal:
-            raise ApiError(409, "flow_not_awaiting_input",
-                           f"The login flow is {current.status} / {current.step}, not waiting for input.",
-                           headers=NO_RETRY)
+            raise conflict("flow_not_awaiting_input",
+                           f"The login flow is {current.status} / {current.step}, not waiting for input.")
         if current.interaction_id != flow.interaction_id:
             raise stale_interaction(current)
         record(current, step=SUBMITTING, submission=crypto.encrypt(json.dumps(answer)), website_error=None)
@@ -189,8 +187,8 @@ def submit(connection, body, *, flow_id=None):
 
 
 def stale_interaction(flow):
-    return ApiError(409, "stale_interaction", f"interaction_id does not match the current prompt "
-                    f"({flow.interaction_id}); read the connection again.", headers=NO_RETRY)
+    return conflict("stale_interaction", f"interaction_id does not match the current prompt "
+                    f"({flow.interaction_id}); read the connection again.")
 
 
 def answer_for(flow, body):

@@ -13,13 +13,13 @@ from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession
 from app.core import clock
 from app.core.db import CompiledQuery, db
-from app.core.errors import NO_RETRY, ApiError
+from app.core.errors import conflict
 from app.projects.models import Project
 from app.streams import telemetry_buffers
 
 
 def ended_error(session):
-    return ApiError(409, "browser_session_ended", f"Browser session {session.id!r} has ended.", headers=NO_RETRY)
+    return conflict("browser_session_ended", f"Browser session {session.id!r} has ended.")
 
 
 def touch(session):

@@ -84,8 +84,8 @@ def video_path(session, replay_id):
     if replay.status == Replay.RECORDING:
         raise conflict("replay_not_ready", f"Replay {replay.id!r} is still recording; stop it first.")
     if replay.status == Replay.SAVING:
-        raise ApiError(409, "replay_not_ready", f"Replay {replay.id!r} is being saved by its browser host; try again "
-                                                "in a few seconds.", headers={"Retry-After": "2"})
+        raise conflict("replay_not_ready", f"Replay {replay.id!r} is being saved by its browser host; try again in a "
+                                           "few seconds.", retry_after=2)
     raise conflict("replay_failed", f"Replay {replay.id!r} failed: {replay.error}")
 
 

@@ -17,7 +17,7 @@ from app.browsers.models import (
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock
 from app.core.db import CompiledQuery, by_status, exclusive, save_or_conflict
-from app.core.errors import NO_RETRY, ApiError, conflict, not_found
+from app.core.errors import conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension
 from app.invocations.models import Invocation
@@ -215,8 +215,8 @@ def updated_network(network, change):
     state = network.get("allowlist_state") or {"revision": new_id()}
     expected = change.get("expected_allowlist_revision")
     if expected is not None and expected != state["revision"]:
-        raise ApiError(409, "stale_network", f"The allowlist is at revision {state['revision']!r}, not {expected!r}; "
-                       "read the session again and retry.", headers=NO_RETRY)
+        raise conflict("stale_network", f"The allowlist is at revision {state['revision']!r}, not {expected!r}; "
+                       "read the session again and retry.")
     network = dict(network)
     if "allowed_hosts" in change:
         if change["allowed_hosts"]:

@@ -77,8 +77,11 @@ def bad_request(message, field=None):
     return ApiError(400, "bad_request", message, details=details)
 
 
-def conflict(code, message):
-    return ApiError(409, code, message, headers=NO_RETRY)
+def conflict(code, message, *, details=None, retry_after=None):
+    """Every 409: the request conflicts with the state of what it names. Not worth repeating as it is (the SDKs'
+    retry is off), unless `retry_after` seconds will change that state (then said in Retry-After)."""
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else NO_RETRY
+    return ApiError(409, code, message, details=details, headers=headers)
 
 
 def forbidden(message):

@@ -13,7 +13,7 @@ from flask import current_app
 from app import streams
 from app.core import clock
 from app.core.db import CompiledQuery, exclusive
-from app.core.errors import NO_RETRY, ApiError, bad_request
+from app.core.errors import bad_request, conflict
 from app.invocations.models import (
     FAILED,
     LIVE,
@@ -97,9 +97,8 @@ def update(invocation, project, *, status=None, output=None, status_reason=None)
         current = Invocation.get_by_id(invocation.id)
         if current.is_terminal:
             if status not in (None, current.status):
-                raise ApiError(409, "invocation_finished",
-                               f"The invocation already {current.status}; its status cannot change.",
-                               headers=NO_RETRY)
+                raise conflict("invocation_finished", f"The invocation already {current.status}; its status cannot "
+                                                      "change.")
             return current
         changed = False
         if output is not None:
@@ -201,8 +200,7 @@ def append_logs(invocation, lines):
 
 
 def finished(invocation):
-    return ApiError(409, "invocation_finished", f"The invocation already {invocation.status}; "
-                    "it takes no more log lines.", headers=NO_RETRY)
+    return conflict("invocation_finished", f"The invocation already {invocation.status}; it takes no more log lines.")
 
 
 def truncate(message, limit):

@@ -5,7 +5,7 @@ from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core import clock
 from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, exclusive, matching, save_or_conflict
-from app.core.errors import NO_RETRY, ApiError, conflict, project_not_found
+from app.core.errors import conflict, project_not_found
 from app.core.ids import new_id
 from app.core.text import fold
 from app.orgs.models import Organization
@@ -94,13 +94,9 @@ class Project(BaseModel):
                 project._ensure_not_last_active()
             live = active_resources(project)
             if live:
-                raise ApiError(
-                    409, "project_not_empty",
-                    "The project still has active resources; delete them first.",
-                    details=[{"code": kind, "message": f"{count} active {kind.replace('_', ' ')}"}
-                             for kind, count in sorted(live.items())],
-                    headers=NO_RETRY,
-                )
+                raise conflict("project_not_empty", "The project still has active resources; delete them first.",
+                               details=[{"code": kind, "message": f"{count} active {kind.replace('_', ' ')}"}
+                                        for kind, count in sorted(live.items())])
             project._hand_over_default()
             project.deleted_at = project.updated_at = clock.now()
             project.save()
