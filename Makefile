@@ -14,7 +14,8 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test browser-packages sandbox-user bench-packages run test test-postgres bench bench-instructions lint clean
+.PHONY: install install-test browser-packages sandbox-user bench-packages run test test-postgres bench bench-instructions lint \
+	constraints upgrade-check clean
 comma := ,
 
 install: $(VENV)/.installed
@@ -29,8 +30,12 @@ BROWSER_PACKAGES := chromium xvfb bubblewrap slirp4netns nftables socat iproute2
 SANDBOX_USER ?= lantern-browser
 # wrk drives bench/run.py's reads (a C client leaves the server the CPU it shares with it).
 BENCH_PACKAGES := wrk
+# The tests start a Redis of their own (tests/redis_server.py) for the Redis wake-up path.
+TEST_PACKAGES := redis-server
 install-test: $(VENV)/.installed-test
 	@$(MAKE) --no-print-directory browser-packages
+	$(call debian-packages,$(TEST_PACKAGES), (one package; the tests start their own on a free port),the Redis \
+		wake-up tests skip)
 
 # $(call debian-packages,packages,what installing says,what lacking them means)
 define debian-packages
@@ -68,13 +73,30 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 
-$(VENV)/.installed: setup.cfg pyproject.toml | $(BIN)/python
-	$(PIP) -e .
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[test]'
+$(VENV)/.installed-test: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -c constraints.txt -e '.[test]'
 	touch $@ $(VENV)/.installed
+
+# constraints.txt anew from this .venv (after the suite passed on what it holds).
+constraints: install-test
+	$(PIP) -c constraints.txt ruff
+	@{ sed -n '/^#/p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+# The newest versions setup.cfg allows (no constraints.txt), in a throwaway venv, against the whole suite:
+# what a pin's next bug-fix release would change. Then `make constraints` in a venv that passed.
+UPGRADE_VENV ?= /tmp/lantern-upgrade-check
+upgrade-check:
+	rm -rf $(UPGRADE_VENV) && $(PYTHON) -m venv $(UPGRADE_VENV)
+	$(UPGRADE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(UPGRADE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade -e '.[test]'
+	@$(UPGRADE_VENV)/bin/python -m pip freeze --exclude-editable | diff <(grep -v '^#' constraints.txt) - \
+		&& echo "Nothing newer is allowed." || echo "(< tested, > newest allowed)"
+	$(UPGRADE_VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The API (gunicorn) and a browser host beside it (its own program, `python -m browserhost`, with
 # no database access: it talks to the API with the credential `browsers hosts add` gives it, made
@@ -120,7 +142,7 @@ bench-instructions: install-test
 	$(BIN)/python bench/instructions.py $(INSTRUCTIONS_ARGS)
 
 lint: install-test
-	$(PIP) ruff
+	$(PIP) -c constraints.txt ruff
 	$(BIN)/ruff check --isolated --select E,F,W,I,B --line-length 120 app browserhost lantern_wire tests bench wsgi.py gunicorn.conf.py
 
 clean:
