@@ -12,6 +12,7 @@ from app.orgs.onboarding import create_organization
 from tests.fakes import FakeConnect
 from tests.login_site import LoginSite
 
+pytest_plugins = ["tests.redis_server"]  # the redis_url fixture
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
 TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
 

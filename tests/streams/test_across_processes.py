@@ -12,7 +12,6 @@ from app.browsers.models import BrowserSession
 from app.core import clock
 from app.core.db import db
 from tests.live_server import serve_with_organization
-from tests.streams.test_wakeups import REDIS_URL, redis_reachable
 
 FOLLOWERS = 6  # over 2 workers
 WAIT = 20  # well under the 60 s poll
@@ -47,9 +46,7 @@ class Follower(threading.Thread):
 def served(request, tmp_path):
     env = {"LANTERN_STREAM_POLL_SECONDS": "60"}
     if request.param == "redis":
-        if not redis_reachable():
-            pytest.skip("no Redis on 127.0.0.1:6379")
-        env["LANTERN_REDIS_URL"] = REDIS_URL
+        env["LANTERN_REDIS_URL"] = request.getfixturevalue("redis_url")
     with serve_with_organization(tmp_path, "Wake-ups", workers=2, env_updates=env) as served:
         yield served
 
