@@ -6,11 +6,11 @@ from flask import Flask
 
 from app import config, streams
 from app.core import api as core_api
-from app.core import auth, blobs, crypto, db, docs, dumping, errors, periodic, requestlog
+from app.core import auth, blobs, crypto, db, docs, errors, jsonprovider, periodic, requestlog
 
 
 class Lantern(Flask):
-    json_provider_class = dumping.JsonProvider
+    json_provider_class = jsonprovider.JsonProvider
 
     def ensure_sync(self, func):
         # Flask asks inspect whether each handler is a coroutine function, seven times a

@@ -9,7 +9,8 @@ from peewee import SQL, Value, fn
 from app.auth_connections import loginflow
 from app.auth_connections.models import AuthConnection, HealthCheck, LoginFlow
 from app.core import clock
-from app.core.db import CompiledQuery, save_or_conflict
+from app.core.compiled import CompiledQuery
+from app.core.db import save_or_conflict
 from app.core.errors import ApiError, bad_request, conflict, not_found
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider

@@ -6,8 +6,9 @@ import json
 from peewee import AutoField, BooleanField, CharField, ForeignKeyField, IntegerField, TextField
 
 from app.core import clock, crypto
+from app.core.compiled import CompiledQuery
 from app.core.crypto import CiphertextField
-from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField
+from app.core.db import BaseModel, UtcDateTimeField
 from app.core.errors import not_found
 from app.core.ids import new_id
 from app.orgs.models import hash_key

@@ -12,7 +12,8 @@ from app.browsers import replays
 from app.browsers.drivers import driver_named
 from app.browsers.models import ENDED_BY_REQUEST, ENDED_BY_TIMEOUT, BrowserSession
 from app.core import clock
-from app.core.db import CompiledQuery, db
+from app.core.compiled import CompiledQuery
+from app.core.db import db
 from app.core.errors import conflict
 from app.projects.models import Project
 from app.streams import telemetry_buffers

@@ -16,7 +16,8 @@ from app.browsers.models import (
 )
 from app.browsers.schemas import CONFIGURABLE_CATEGORIES
 from app.core import clock
-from app.core.db import CompiledQuery, by_status, exclusive, save_or_conflict
+from app.core.compiled import CompiledQuery
+from app.core.db import by_status, exclusive, save_or_conflict
 from app.core.errors import conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension

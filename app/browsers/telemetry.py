@@ -20,7 +20,7 @@ from app.browsers.telemetry_settings import captured
 from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, sse
 from app.core.db import db, exclusive
-from app.core.dumping import ascii_json
+from app.core.jsonprovider import ascii_json
 from app.streams import channels, telemetry_buffers
 
 PRUNE_CHUNK = 5000

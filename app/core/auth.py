@@ -7,7 +7,8 @@ a live key.
 from flask import current_app, g, request
 from peewee import JOIN, fn
 
-from app.core.db import CompiledQuery, matching
+from app.core.compiled import CompiledQuery
+from app.core.db import matching
 from app.core.errors import ApiError, bad_request, forbidden, project_not_found
 from app.orgs.models import ApiKey, Organization, hash_key
 from app.projects.models import ACTIVE, Project

@@ -26,8 +26,8 @@ def page(query, args):
     """One page of `query`, announcing the next offset in headers.
 
     `query` is an ordered peewee query, or a function of a limit and an offset
-    that gives a sequence of that many rows from there (CompiledQuery.pages,
-    whose Page a response schema dumps straight from the driver's rows).
+    that gives a list of that many rows from there (CompiledQuery.pages: the
+    SQL of each list is built once).
 
     The hot lists' queries select only the columns their items show: the rows
     are for the page alone, and each column read through Python 3.11's sqlite3

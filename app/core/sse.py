@@ -8,7 +8,7 @@ import socket
 from flask import Response, g, request
 
 from app.core import clock, streamslots
-from app.core.dumping import ascii_json
+from app.core.jsonprovider import ascii_json
 
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAM_DOC = {"type": "string", "description": "text/event-stream; each data: line is one JSON document"}

@@ -12,7 +12,8 @@ from flask import current_app
 
 from app import streams
 from app.core import clock
-from app.core.db import CompiledQuery, exclusive
+from app.core.compiled import CompiledQuery
+from app.core.db import exclusive
 from app.core.errors import bad_request, conflict
 from app.invocations.models import (
     FAILED,

@@ -11,7 +11,8 @@ from peewee import (
 )
 
 from app.core import clock
-from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, matching
+from app.core.compiled import CompiledQuery
+from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
 from app.projects.models import Project

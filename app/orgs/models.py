@@ -7,7 +7,8 @@ from datetime import timedelta
 from peewee import JOIN, CharField, DeferredForeignKey, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, CompiledQuery, RelatedColumn, UtcDateTimeField, by_status
+from app.core.compiled import CompiledQuery
+from app.core.db import BaseModel, UtcDateTimeField, by_status
 from app.core.errors import bad_request, conflict
 from app.core.ids import new_id
 from app.core.text import fold
@@ -113,7 +114,9 @@ class ApiKey(BaseModel):
     def is_expired(self):
         return self.expires_at is not None and self.expires_at <= clock.now()
 
-    project_name = RelatedColumn("project", "name")
+    @property
+    def project_name(self):
+        return self.project.name if self.project_id is not None else None
 
     def rename(self, name):
         self.name, self.name_key = name, fold(name)

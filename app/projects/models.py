@@ -4,7 +4,8 @@ from contextlib import contextmanager
 from peewee import CharField, ForeignKeyField, IntegerField
 
 from app.core import clock
-from app.core.db import BaseModel, CompiledQuery, UtcDateTimeField, exclusive, matching, save_or_conflict
+from app.core.compiled import CompiledQuery
+from app.core.db import BaseModel, UtcDateTimeField, exclusive, matching, save_or_conflict
 from app.core.errors import conflict, project_not_found
 from app.core.ids import new_id
 from app.core.text import fold

@@ -1,34 +1,11 @@
-"""Query arguments: an empty query string loads a schema's defaults without parsing, when they cannot differ."""
+"""Arguments: views get what webargs gives them, after their own, and 400 for invalid input."""
 import marshmallow as ma
-
-from app.core.api import query_defaults
 
 
 class Plain(ma.Schema):
     limit = ma.fields.Integer(load_default=20)
     status = ma.fields.String(load_default="active")
     name = ma.fields.String()
-
-
-def test_a_plain_schema_loads_its_defaults_once():
-    schema = Plain()
-    assert query_defaults(schema) == schema.load({}) == {"limit": 20, "status": "active"}
-
-
-def test_schemas_whose_empty_load_may_differ_are_parsed_each_time():
-    class Computed(ma.Schema):
-        tags = ma.fields.List(ma.fields.String(), load_default=list)
-
-    class Hooked(Plain):
-        @ma.post_load
-        def stamp(self, data, **kwargs):
-            return {**data, "stamped": True}
-
-    class Required(ma.Schema):
-        name = ma.fields.String(required=True)
-
-    for schema in (Computed(), Hooked(), Required()):
-        assert query_defaults(schema) is None
 
 
 def test_each_request_gets_its_own_copy_of_the_defaults(app):
@@ -44,8 +21,7 @@ def test_each_request_gets_its_own_copy_of_the_defaults(app):
 
 
 def test_views_get_their_arguments_after_their_own_as_webargs_gives_them(app):
-    """Blueprint.arguments parses in one wrapper for the usual options; other webargs options keep
-    webargs' wrapper; both hand the view what webargs would, and 400 for invalid input."""
+    """Blueprint.arguments hands the view what webargs gives, whatever the options, and 400 for invalid input."""
     from flask import Flask
     from flask.views import MethodView
 
@@ -77,9 +53,8 @@ def test_views_get_their_arguments_after_their_own_as_webargs_gives_them(app):
 
 
 def test_query_arguments_load_as_webargs_proxy_loads_them(app):
-    """The query is loaded as webargs' MultiDictProxy gives each key (a list for a field taking
-    several values, else the first value): defaults, renamed keys and attributes, unknown keys left
-    out, invalid values 400, as webargs' own parser does."""
+    """The query is loaded as webargs' own parser loads it (a list for a field taking several values, else the
+    first value; defaults, renamed keys and attributes, unknown keys left out), invalid values a 400."""
     import pytest
     from webargs.flaskparser import FlaskParser
     from werkzeug.exceptions import HTTPException

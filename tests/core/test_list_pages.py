@@ -75,21 +75,3 @@ def test_browsers(client):
     assert len(listed) == 3
     assert any(item.get("profile") for item in listed) and any(item.get("deleted_at") for item in listed)
     assert_items_read_alike(client, listed, lambda item: f"/browsers/{item['session_id']}", include_deleted="true")
-
-
-def test_api_key_project_and_invocation_lists_are_written_from_rows(client, monkeypatch):
-    """These lists dump their items straight from the rows (app/core/dumping.py, _ItemsFromRows):
-    none builds a model instance of its page, on the first page read and on later ones."""
-    import pytest
-
-    from app.core.db import Page
-
-    client.post("/org/api_keys", json={"name": "second"})
-    client.post("/org/projects", json={"name": "second"})
-    for action in ("a", "b"):
-        client.post("/invocations", json={"app_name": "shop", "version": "1", "action_name": action, "async": True})
-    monkeypatch.setattr(Page, "instances", property(lambda page: pytest.fail("a list page built its instances")))
-    for path in ("/org/api_keys", "/org/projects", "/invocations"):
-        for query in ({}, {"limit": 1}, {"limit": 1, "offset": 1}):
-            response = client.get(path, query_string=query)
-            assert response.status_code == 200 and response.get_json(), (path, query)
