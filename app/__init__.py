@@ -6,7 +6,8 @@ from flask import Flask
 
 from app import config, streams
 from app.core import api as core_api
-from app.core import auth, blobs, crypto, db, docs, errors, jsonprovider, periodic, requestlog
+from app.core import blobs, crypto, db, docs, errors, jsonprovider, periodic, requestlog
+from app.orgs import auth
 
 
 class Lantern(Flask):
@@ -56,9 +57,9 @@ def register_blueprints(api):
     from app.credentials.views import credentials_blp, providers_blp
     from app.extensions.views import blp as extensions_blp
     from app.invocations.views import blp as invocations_blp
+    from app.orgs.project_views import legacy_blp, projects_blp
     from app.orgs.views import api_keys_blp, org_limits_blp
     from app.profiles.views import blp as profiles_blp
-    from app.projects.views import legacy_blp, projects_blp
 
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
                       profiles_blp, extensions_blp, invocations_blp, browsers_blp, computer_blp, auth_connections_blp,

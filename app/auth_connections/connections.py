@@ -14,9 +14,9 @@ from app.core.db import save_or_conflict
 from app.core.errors import ApiError, bad_request, conflict, not_found
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider
+from app.orgs.models import Project
 from app.orgs.usage import usage_counter
 from app.profiles.models import Profile
-from app.projects.models import Project
 
 SETTINGS = ("auto_reauth", "health_checks", "record_session", "save_credentials")
 

@@ -15,7 +15,7 @@ from app.core.text import host_of
 from app.credentials import providers, totp
 from app.credentials.connect import ConnectError
 from app.credentials.models import Credential, CredentialProvider
-from app.projects.models import Project
+from app.orgs.models import Project
 
 IDENTIFIER_KEYS = ("username", "email", "identifier", "login", "user")
 

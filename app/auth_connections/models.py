@@ -11,10 +11,9 @@ from app.core.crypto import CiphertextField
 from app.core.db import BaseModel, UtcDateTimeField
 from app.core.errors import not_found
 from app.core.ids import new_id
-from app.orgs.models import hash_key
+from app.orgs.models import Project, hash_key
+from app.orgs.resources import active_resource_counter
 from app.profiles.models import Profile
-from app.projects.models import Project
-from app.projects.resources import active_resource_counter
 
 AUTHENTICATED, NEEDS_AUTH = "AUTHENTICATED", "NEEDS_AUTH"
 LOGIN, REAUTH = "LOGIN", "REAUTH"

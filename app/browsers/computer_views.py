@@ -12,8 +12,8 @@ from app.browsers import live_view as live_view_page
 from app.browsers.models import BrowserSession
 from app.browsers.views import cdp_session, find
 from app.core.api import Blueprint
-from app.core.auth import takes_tokens
 from app.core.errors import ApiError
+from app.orgs.auth import takes_tokens
 
 blp = Blueprint("computer", __name__, url_prefix="/browsers",
                 description="A browser session's screen, mouse and keyboard (computer use), and recordings of it.")

@@ -2,7 +2,7 @@
 heart-beats and reports, each authorised by the calling host's own credential.
 
 Not part of the public API: it is left out of the OpenAPI document (the clients of the API never call it)
-and described in docs/operations.md. Authentication skips these paths (app/core/auth.py); each view
+and described in docs/operations.md. Authentication skips these paths (app/orgs/auth.py); each view
 finds its host by the bearer credential here.
 """
 from urllib.parse import urlsplit
@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, current_app, g, request
 
 from app.browsers import host_reports, hosts, replays
-from app.core.auth import unauthorized
 from app.core.errors import ApiError, bad_request
+from app.orgs.auth import unauthorized
 from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
 
 blp = Blueprint("browser_hosts", __name__)

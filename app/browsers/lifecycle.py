@@ -15,7 +15,7 @@ from app.core import clock
 from app.core.compiled import CompiledQuery
 from app.core.db import db
 from app.core.errors import conflict
-from app.projects.models import Project
+from app.orgs.models import Project
 from app.streams import telemetry_buffers
 
 

@@ -18,9 +18,9 @@ from app.core.crypto import CiphertextField
 from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
+from app.orgs.models import Project
+from app.orgs.resources import active_resource_counter
 from app.profiles.models import Profile
-from app.projects.models import Project
-from app.projects.resources import active_resource_counter
 from lantern_wire.hosts import (
     ENDED_BY_BROWSER_EXIT,
     ENDED_BY_HOST_RESTART,

@@ -22,10 +22,9 @@ from app.core.errors import conflict, not_found
 from app.core.ids import new_id
 from app.extensions.models import Extension
 from app.invocations.models import Invocation
-from app.orgs.models import Organization
+from app.orgs.models import Organization, Project
 from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
 from app.profiles.models import Profile
-from app.projects.models import Project
 
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}

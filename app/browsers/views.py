@@ -7,10 +7,10 @@ from app.browsers.drivers import HostDriver, driver_named
 from app.browsers.models import BrowserSession
 from app.core import sse
 from app.core.api import Blueprint
-from app.core.auth import takes_tokens, unauthorized
 from app.core.errors import ApiError, error_response
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations.schemas import LogsAcceptedSchema
+from app.orgs.auth import takes_tokens, unauthorized
 
 blp = Blueprint("browsers", __name__, url_prefix="/browsers",
                 description="Browser sessions, their telemetry and their logs.")

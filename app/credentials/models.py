@@ -10,9 +10,8 @@ from app.core.errors import bad_request, conflict, not_found
 from app.core.ids import new_id
 from app.core.text import fold
 from app.credentials import totp
-from app.orgs.models import Organization
-from app.projects.models import Project
-from app.projects.resources import active_resource_counter
+from app.orgs.models import Organization, Project
+from app.orgs.resources import active_resource_counter
 
 
 class Credential(NamedInProject, BaseModel):

@@ -3,13 +3,13 @@ from flask import g
 from flask.views import MethodView
 
 from app.core.api import Blueprint
-from app.core.auth import require_org_wide_key
 from app.core.errors import NO_RETRY, ApiError
 from app.core.paging import PAGE_HEADERS, page
 from app.core.text import fold, host_of
 from app.credentials import providers, schemas
 from app.credentials.connect import ConnectError
 from app.credentials.models import Credential, CredentialProvider
+from app.orgs.auth import require_org_wide_key
 
 credentials_blp = Blueprint("credentials", __name__, url_prefix="/credentials",
                             description="Logins stored (encrypted) in a project, and their TOTP codes.")

@@ -6,8 +6,8 @@ from app.core.blobs import BlobRefField
 from app.core.db import BaseModel, NamedInProject, UtcDateTimeField, save_or_conflict
 from app.core.errors import conflict
 from app.core.ids import new_id
-from app.projects.models import Project
-from app.projects.resources import active_resource_counter
+from app.orgs.models import Project
+from app.orgs.resources import active_resource_counter
 
 
 def name_taken(name):

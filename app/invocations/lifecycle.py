@@ -24,9 +24,8 @@ from app.invocations.models import (
     Invocation,
     InvocationEvent,
 )
-from app.orgs.models import Organization
+from app.orgs.models import Organization, Project
 from app.orgs.usage import concurrency_limit_error, first_cap_reached
-from app.projects.models import Project
 
 
 def record_state(invocation):

@@ -15,8 +15,8 @@ from app.core.compiled import CompiledQuery
 from app.core.db import BaseModel, UtcDateTimeField, matching
 from app.core.errors import not_found
 from app.core.ids import new_id
-from app.projects.models import Project
-from app.projects.resources import active_resource_counter
+from app.orgs.models import Project
+from app.orgs.resources import active_resource_counter
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
 TERMINAL = {SUCCEEDED, FAILED}

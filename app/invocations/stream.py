@@ -3,7 +3,7 @@ from app.core import sse
 from app.core.db import db
 from app.invocations import lifecycle
 from app.invocations.models import TERMINAL, Invocation, InvocationEvent
-from app.projects.models import Project
+from app.orgs.models import Project
 from app.streams import channels
 from app.streams.follow import DONE, MORE, WAIT, Batch, Reader, follow_loop, wait_for
 from app.streams.tail import SharedTail, Tails

@@ -4,8 +4,7 @@ from datetime import timedelta
 from app.core import clock
 from app.core.db import exclusive
 from app.core.errors import bad_request, forbidden
-from app.orgs.models import ApiKey, Organization
-from app.projects.models import Project
+from app.orgs.models import ApiKey, Organization, Project
 
 
 def issue_key(acting_key, fields):

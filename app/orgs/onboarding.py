@@ -2,8 +2,7 @@
 from flask import current_app
 
 from app.core.db import db
-from app.orgs.models import ApiKey, Organization, User
-from app.projects.models import Project
+from app.orgs.models import ApiKey, Organization, Project, User
 
 DEFAULT_PROJECT_NAME = "Default"
 

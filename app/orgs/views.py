@@ -3,10 +3,10 @@ from flask import current_app, g
 from flask.views import MethodView
 
 from app.core.api import Blueprint
-from app.core.auth import require_org_wide_key
 from app.core.errors import not_found
 from app.core.paging import PAGE_HEADERS, page
 from app.orgs import schemas, usage
+from app.orgs.auth import require_org_wide_key
 from app.orgs.keys import issue_key
 from app.orgs.models import ApiKey
 

@@ -94,7 +94,7 @@ def test_a_compiled_query_that_first_found_nothing_builds_later_rows_as_peewee_d
     """A shape first run without a row reads later ones as peewee does: the same row graph, joins included."""
     from peewee import ModelSelect
 
-    from app.core.auth import _key_with_home_project, key_with_home_project
+    from app.orgs.auth import _key_with_home_project, key_with_home_project
     from app.orgs.models import hash_key
 
     compiled = CompiledQuery(_key_with_home_project)
@@ -115,7 +115,7 @@ def test_get_by_id_is_compiled_and_answers_as_peewees(app, make_org):
     from peewee import Model
 
     from app.core.db import matching
-    from app.projects.models import Project
+    from app.orgs.models import Project
 
     make_org()
     with app.app_context(), db.connection_context():

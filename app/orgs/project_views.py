@@ -3,12 +3,12 @@ from flask import g
 from flask.views import MethodView
 
 from app.core.api import Blueprint
-from app.core.auth import require_org_wide_key
 from app.core.deprecation import sunset_route
 from app.core.errors import project_not_found
 from app.core.paging import PAGE_HEADERS, page
-from app.projects import schemas
-from app.projects.models import Project
+from app.orgs import project_schemas as schemas
+from app.orgs.auth import require_org_wide_key
+from app.orgs.models import Project
 
 projects_blp = Blueprint("projects", __name__, url_prefix="/org/projects",
                          description="Projects of the organization and their limits.")

@@ -10,8 +10,7 @@ from peewee import JOIN, fn
 from app.core.compiled import CompiledQuery
 from app.core.db import matching
 from app.core.errors import ApiError, bad_request, forbidden, project_not_found
-from app.orgs.models import ApiKey, Organization, hash_key
-from app.projects.models import ACTIVE, Project
+from app.orgs.models import ACTIVE, ApiKey, Organization, Project, hash_key
 from lantern_wire.hosts import API_PREFIX
 
 PUBLIC_PATHS = {"/", "/favicon.ico", "/openapi.json", "/docs"}

@@ -4,7 +4,7 @@ from marshmallow import validate
 
 from app.core.fields import Choice, JsonInteger, PathName, UtcDateTime
 from app.core.paging import PageArgsSchema
-from app.projects.models import ACTIVE, ARCHIVED
+from app.orgs.models import ACTIVE, ARCHIVED
 
 
 class ProjectName(PathName):

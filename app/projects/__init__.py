@@ -1,1 +1,0 @@
-"""Projects of an organization, their limits, and the deprecated /projects routes."""
