@@ -13,6 +13,9 @@ from urllib.parse import parse_qs, urlparse
 # browser host a test starts): the ports of every LocalServer, and of nothing else.
 LOOPBACK_PORTS = (18100, 18299)
 LOOPBACK_PORTS_SETTING = f"{LOOPBACK_PORTS[0]}-{LOOPBACK_PORTS[1]}"
+# serve_forever() sees shutdown() only between polls: its default 0.5 s made every stop (one per test using a
+# fixture server) wait up to half a second. Requests are answered at once whatever the interval.
+POLL_SECONDS = 0.05
 
 
 def loopback_port():
@@ -70,7 +73,8 @@ class LocalServer:
 
         self._server = ThreadingHTTPServer(bind or ("127.0.0.1", loopback_port()), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS},
+                         daemon=True).start()
         return self
 
     def post(self, handler):
