@@ -107,6 +107,8 @@ class DefaultConfig:
     # Where clients reach this server (cdp_ws_url; the hosted login page unless AUTH_PUBLIC_BASE_URL
     # says otherwise), e.g. https://lantern.example.com behind a proxy; None: the host of each request.
     PUBLIC_BASE_URL = None
+    # The shortest inactivity timeout a session may ask for (timeout_seconds); the contract's 10 s.
+    BROWSER_MIN_TIMEOUT_SECONDS = 10
     # How often each worker ends sessions past their idle deadline (wsgi.py's periodic loop).
     BROWSER_IDLE_SWEEP_SECONDS = 5
     # Activity within this many seconds of the last recorded one is not written again

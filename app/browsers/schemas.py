@@ -4,7 +4,7 @@ import zoneinfo
 from urllib.parse import parse_qs, urlsplit
 
 import marshmallow as ma
-from flask import current_app
+from flask import current_app, has_app_context
 from marshmallow import validate
 
 from app.browsers.models import END_REASONS
@@ -25,6 +25,19 @@ VIDEO_MEMORY = ["2GiB", "4GiB"]
 CONFIGURABLE_CATEGORIES = [c for c in CATEGORIES if c != "monitor"]
 MAX_TIMEOUT_SECONDS = 259200
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
+
+
+class SettingMin(validate.Range):
+    """A range whose minimum is a setting, read when a value is checked (the tests' short idle timeouts); the
+    OpenAPI document shows `default`, the setting's default."""
+
+    def __init__(self, setting, default, maximum):
+        super().__init__(default, maximum)
+        self.setting = setting
+
+    def __call__(self, value):
+        minimum = current_app.config[self.setting] if has_app_context() else self.min
+        return validate.Range(minimum, self.max)(value)
 
 
 class Ref(ma.Schema):
@@ -217,7 +230,8 @@ class BrowserCreateSchema(ma.Schema):
     stealth = JsonBoolean(load_default=False)
     tags = Tags
     telemetry = ma.fields.Nested(TelemetryConfig, allow_none=True)
-    timeout_seconds = JsonInteger(load_default=60, validate=validate.Range(10, MAX_TIMEOUT_SECONDS),
+    timeout_seconds = JsonInteger(load_default=60, validate=SettingMin("BROWSER_MIN_TIMEOUT_SECONDS", 10,
+                                                                     MAX_TIMEOUT_SECONDS),
                                   metadata={"description": "inactivity timeout, 10..259200 s"})
     vaults = ma.fields.List(ma.fields.Nested(ExactlyOneRef), validate=validate.Length(max=20))
     video_memory = Choice(VIDEO_MEMORY)

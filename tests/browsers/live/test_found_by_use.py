@@ -10,7 +10,7 @@ from tests.browsers.live.test_real_browsers import first_page
 
 
 def test_streams_open_when_the_session_idles_out_end_cleanly_and_the_browser_stops_at_once(lantern, sdk):
-    created = sdk.browsers.create(headless=True, timeout_seconds=10)
+    created = sdk.browsers.create(headless=True, timeout_seconds=2)
     host = lantern.hosts[0]
     assert created.session_id in host.health()["sessions"]
     lines, errors = [], []
@@ -28,7 +28,7 @@ def test_streams_open_when_the_session_idles_out_end_cleanly_and_the_browser_sto
     events = list(sdk.browsers.telemetry.stream(created.session_id, replay="all"))  # ends by itself, no error
     reader.join(timeout=30)
     assert not reader.is_alive() and errors == []
-    assert 9 < time.monotonic() - began < 30
+    assert 1 < time.monotonic() - began < 30
     assert lines and all(envelope.event.type for envelope in events)
     assert sdk.browsers.retrieve(created.session_id, include_deleted=True).end_reason == "timeout"
     # Stopped by whoever noticed the timeout, not later by the host's sweep of ended sessions.
