@@ -109,7 +109,8 @@ class CompiledQuery:
             return list(itertools.islice(self._build(*params, **options).execute(), limit))
         cursor = shape.execute(params)
         try:
-            return list(itertools.islice(rows_of(shape.query, cursor), limit))
+            read_row = shape.row_reader(cursor)
+            return list(map(read_row, cursor.fetchall() if limit is None else cursor.fetchmany(limit)))
         finally:
             cursor.close()
 
@@ -136,17 +137,28 @@ class CompiledQuery:
         return shapes[key]
 
 
-def rows_of(query, cursor):
-    """The rows of `cursor`, which runs `query`'s SQL, read as peewee reads the query's own: by the cursor
-    wrapper the query makes (`_get_cursor_wrapper`, the one private name of peewee's used here: peewee has no
-    public way to read a cursor of a query's SQL as that query's rows)."""
-    return query._get_cursor_wrapper(cursor)
+def row_reader(query, cursor):
+    """What turns a row of `cursor`, which runs `query`'s SQL, into what peewee gives for that row of the query
+    itself (a model instance with its joins, a tuple, a dict): the process_row of the cursor wrapper the query
+    makes, set up for the cursor's columns. `_get_cursor_wrapper` is the one private name of peewee's used
+    here: peewee has no public way to read a cursor of a query's SQL as that query's rows."""
+    wrapper = query._get_cursor_wrapper(cursor)
+    wrapper.initialize()  # from the cursor's description: which column goes to which model and field
+    return wrapper.process_row
 
 
 class _Shape:
     def __init__(self, query, sql, sources):
         self.query, self.sql, self.sources = query, sql, sources
         self.database = query.model._meta.database  # a proxy: its .obj is the database in use
+        self._read_row = None
+
+    def row_reader(self, cursor):
+        """The row reader of the shape's rows, set up once, from its first execution's cursor: which column
+        goes where depends on the SQL alone, and setting it up costs more than reading a row."""
+        if self._read_row is None:
+            self._read_row = row_reader(self.query, cursor)
+        return self._read_row
 
     @classmethod
     def compile(cls, build, params, kinds, options):

@@ -75,7 +75,7 @@ class Invocation(BaseModel):
 def _build_listing(project_id, app_name, action_name, version, status, deployed, since, query, limit, offset):
     found = (Invocation.select(Invocation.id, Invocation.app_name, Invocation.action_name, Invocation.version,
                                Invocation.status, Invocation.status_reason, Invocation.payload, Invocation.output,
-                               Invocation.started_at, Invocation.finished_at)  # what a list item shows (paging.page)
+                               Invocation.started_at, Invocation.finished_at)  # schemas.invocation_record's arguments
              .where(Invocation.project == project_id))
     for field, value in (("app_name", app_name), ("action_name", action_name), ("version", version),
                          ("status", status)):
@@ -88,7 +88,7 @@ def _build_listing(project_id, app_name, action_name, version, status, deployed,
     if query is not None:
         found = found.where(Invocation.app_name.contains(query) | Invocation.action_name.contains(query)
                             | (Invocation.id == query))
-    return found.order_by(Invocation.started_at.desc(), Invocation.id.desc()).limit(limit).offset(offset)
+    return found.order_by(Invocation.started_at.desc(), Invocation.id.desc()).limit(limit).offset(offset).tuples()
 
 
 _listing = CompiledQuery(_build_listing)

@@ -6,7 +6,7 @@ from app.browsers import sessions
 from app.browsers.lifecycle import end as end_session
 from app.browsers.schemas import InvocationBrowsersSchema
 from app.core import sse
-from app.core.api import Blueprint
+from app.core.api import Blueprint, as_dumped
 from app.core.db import db
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations import lifecycle, schemas, stream
@@ -32,7 +32,8 @@ class Invocations(MethodView):
     def get(self, args):
         """List invocations of the project, newest first"""
         lifecycle.expire_overdue(g.project)
-        return page(Invocation.listing(g.project.id, **args), args)
+        rows = page(Invocation.listing(g.project.id, **args), args)
+        return as_dumped([schemas.invocation_record(*row) for row in rows])
 
     @blp.arguments(schemas.InvocationCreateSchema)
     @blp.response(200, schemas.InvocationSchema,
@@ -55,7 +56,7 @@ class InvocationById(MethodView):
     @blp.response(200, schemas.InvocationSchema)
     def get(self, invocation_id):
         """Get an invocation"""
-        return find(invocation_id)
+        return as_dumped(schemas.invocation_record_of(find(invocation_id)))
 
     @blp.arguments(schemas.InvocationUpdateSchema)
     @blp.response(200, schemas.InvocationSchema)

@@ -193,9 +193,9 @@ _key_in_org = CompiledQuery(_build_key_in_org)
 
 def _build_key_listing(org_id, project_id, name_key, query, limit, offset, *, status, sort_by, sort_direction):
     # What a list item shows (paging.page): the key, its creator and its project's name.
-    keys = (ApiKey.select(ApiKey.id, ApiKey.name, ApiKey.masked_key, ApiKey.created_by, ApiKey.created_at,
-                          ApiKey.expires_at, ApiKey.deleted_at, ApiKey.project, User.id, User.email, User.name,
-                          Project.id, Project.name)
+    # In the order of schemas.api_key_record's arguments: the rows are its arguments.
+    keys = (ApiKey.select(ApiKey.id, ApiKey.name, ApiKey.masked_key, ApiKey.created_at, User.id, User.email,
+                          User.name, ApiKey.expires_at, ApiKey.deleted_at, ApiKey.project, Project.name)
             .join(User, on=(ApiKey.created_by == User.id))
             .switch(ApiKey).join(Project, JOIN.LEFT_OUTER, on=(ApiKey.project == Project.id))
             .where(ApiKey.org == org_id))
@@ -213,7 +213,7 @@ def _build_key_listing(org_id, project_id, name_key, query, limit, offset, *, st
     # Names sort as people read them: case and accents do not reorder.
     column = ApiKey.name_key if sort_by == "name" else getattr(ApiKey, sort_by)
     order = column.asc(nulls="LAST") if sort_direction == "asc" else column.desc(nulls="LAST")
-    return keys.order_by(order, ApiKey.id).limit(limit).offset(offset)
+    return keys.order_by(order, ApiKey.id).limit(limit).offset(offset).tuples()
 
 
 _key_listing = CompiledQuery(_build_key_listing)
@@ -350,15 +350,16 @@ class Project(BaseModel):
 
 
 def _build_project_listing(org_id, project_id, name_key, name_part, limit, offset):
+    # What a list item shows (paging.page), in the order of project_schemas.project_record's arguments.
     rows = Project.live(org_id).select(Project.id, Project.name, Project.status, Project.created_at,
-                                       Project.updated_at)  # what a list item shows (paging.page)
+                                       Project.updated_at)
     if project_id is not None:
         rows = rows.where(Project.id == project_id)
     if name_key is not None:
         rows = rows.where(Project.name_key == name_key)
     if name_part is not None:
         rows = rows.where(Project.name_key.contains(name_part))
-    return rows.order_by(Project.created_at, Project.id).limit(limit).offset(offset)
+    return rows.order_by(Project.created_at, Project.id).limit(limit).offset(offset).tuples()
 
 
 _project_listing = CompiledQuery(_build_project_listing)

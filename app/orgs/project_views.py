@@ -2,7 +2,7 @@
 from flask import g
 from flask.views import MethodView
 
-from app.core.api import Blueprint
+from app.core.api import Blueprint, as_dumped
 from app.core.deprecation import sunset_route
 from app.core.errors import project_not_found
 from app.core.paging import PAGE_HEADERS, page
@@ -30,8 +30,9 @@ class Projects(MethodView):
     @projects_blp.response(200, schemas.ProjectSchema(many=True), headers=PAGE_HEADERS)
     def get(self, args):
         """List projects"""
-        return page(Project.listing(g.org.id, project_id=g.api_key.project_id, name=args.get("name"),
+        rows = page(Project.listing(g.org.id, project_id=g.api_key.project_id, name=args.get("name"),
                                     query=args.get("query")), args)
+        return as_dumped([schemas.project_record(*row) for row in rows])
 
     @projects_blp.arguments(schemas.ProjectCreateSchema)
     @projects_blp.response(201, schemas.ProjectSchema)
@@ -46,7 +47,7 @@ class ProjectById(MethodView):
     @projects_blp.response(200, schemas.ProjectSchema)
     def get(self, project_ref):
         """Get a project by id or name"""
-        return visible_project(project_ref)
+        return as_dumped(schemas.project_record_of(visible_project(project_ref)))
 
     @projects_blp.arguments(schemas.ProjectUpdateSchema, required=False)
     @projects_blp.response(200, schemas.ProjectSchema)

@@ -2,7 +2,7 @@
 from flask import current_app, g
 from flask.views import MethodView
 
-from app.core.api import Blueprint
+from app.core.api import Blueprint, as_dumped
 from app.core.errors import not_found
 from app.core.paging import PAGE_HEADERS, page
 from app.orgs import schemas, usage
@@ -37,7 +37,7 @@ class ApiKeys(MethodView):
             g.org.id, project_id=g.api_key.project_id, status=status, name=args.get("name"),
             query=args.get("query"), sort_by=args["sort_by"], sort_direction=args["sort_direction"],
         )
-        return page(keys, args)
+        return as_dumped([schemas.api_key_record(*row) for row in page(keys, args)])
 
     @api_keys_blp.arguments(schemas.ApiKeyCreateSchema)
     @api_keys_blp.response(201, schemas.CreatedApiKeySchema)
@@ -52,7 +52,7 @@ class ApiKeyById(MethodView):
     @api_keys_blp.response(200, schemas.ApiKeySchema)
     def get(self, args, key_id):
         """Get an API key (a deleted one only with include_deleted=true)"""
-        return visible_key(key_id, include_deleted=args["include_deleted"])
+        return as_dumped(schemas.api_key_record_of(visible_key(key_id, include_deleted=args["include_deleted"])))
 
     @api_keys_blp.arguments(schemas.ApiKeyUpdateSchema)
     @api_keys_blp.response(200, schemas.ApiKeySchema)
