@@ -1,11 +1,11 @@
 import threading
-import time
 
 import pytest
 
 from app.auth_connections.models import CANCELED, IN_PROGRESS, LoginFlow
 from app.core.db import db
 from app.streams import channels
+from tests.waiting import eventually
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +42,16 @@ def new_connection(client, site):
 def wait_for(client):
     """wait_for(connection_id, predicate) -> the connection record once predicate(record) holds (10 s)."""
     def wait(connection_id, predicate, timeout=10.0, using=None):
-        deadline = time.monotonic() + timeout
-        while True:
+        record = None
+
+        def reached():
+            nonlocal record
             record = (using or client).get(f"/auth/connections/{connection_id}").get_json()
-            if predicate(record):
-                return record
-            if time.monotonic() > deadline:
-                raise AssertionError(f"connection never reached the expected state; last: {record}")
-            time.sleep(0.02)
+            return predicate(record)
+
+        assert eventually(reached, timeout, interval=0.02), \
+            f"connection never reached the expected state; last: {record}"
+        return record
     return wait
 
 

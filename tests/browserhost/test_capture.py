@@ -2,7 +2,6 @@
 events, each accepted by the ingest's validation, only for the enabled categories; and the log tail."""
 import signal
 import threading
-import time
 
 import pytest
 from playwright.sync_api import sync_playwright
@@ -12,6 +11,7 @@ from browserhost.capture import MAX_BODY, Capture, LogTail
 from browserhost.cdp import CdpError
 from browserhost.launch import Browser, LaunchOptions
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, navigate, needs_chromium
+from tests.waiting import eventually
 
 pytestmark = needs_chromium
 
@@ -139,13 +139,6 @@ def capture_of(browser):
         capture.stop()
 
 
-def wait_until(condition):
-    deadline = time.monotonic() + WAIT
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()
-
-
 def new_page(cdp, capture):
     """A blank tab (its target and session ids), once `capture` has set up its own session to it."""
     target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -271,7 +264,7 @@ def test_events_past_the_bound_are_dropped_and_counted(site, cdp, capture_of):
     evaluate(cdp, session, "console.log('first')")
     assert busy.wait(WAIT)  # the flusher holds 'first' in the sink
     evaluate(cdp, session, "for (let i = 0; i < 50; i++) console.log('n' + i)")
-    assert wait_until(lambda: capture.dropped == 45)  # n5 to n49: the queue holds 5
+    assert eventually(lambda: capture.dropped == 45, WAIT), capture.dropped  # n5 to n49: the queue holds 5
     release.set()
     sink.wait_for(of("console_log", text="n4"))
     capture.stop()

@@ -2,7 +2,6 @@
 import os
 import socket
 import stat
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from browserhost.launch import (
     xvfb_available,
 )
 from tests.browserhost.helpers import CHROMIUM, evaluate, needs_chromium, open_page
+from tests.waiting import eventually
 
 
 def port_open(port):
@@ -64,10 +64,8 @@ def test_kill_group_ends_a_recorded_browser_only_when_it_is_the_expected_one(tmp
         assert kill_group(browser.pid, grace=0.5, expect_in_cmdline=str(tmp_path / "user-data")) is True
 
         assert not group_alive(browser.pid)
-        deadline = time.monotonic() + 5  # the kernel closes a killed process's listening socket a moment later
-        while port_open(browser.port) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not port_open(browser.port)
+        # The kernel closes a killed process's listening socket a moment later.
+        assert eventually(lambda: not port_open(browser.port), 5, interval=0.05)
     finally:
         browser.stop()
 

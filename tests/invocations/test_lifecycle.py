@@ -1,8 +1,8 @@
 """Invocations: create, list, get, update; lifecycle and finality (contract 6.6, spec part 3)."""
 import threading
-import time
 
 from app.core import clock
+from tests.waiting import eventually
 
 
 def test_async_create_is_202_and_running_within_the_caps(invoke):
@@ -103,13 +103,9 @@ def test_sync_create_waits_for_the_result(app, client, invoke, owner_key):
 
     def worker():
         worker_client = client_for(app, owner_key.plaintext)
-        for _ in range(200):
-            running = worker_client.get("/invocations?status=running").get_json()
-            if running:
-                worker_client.patch(f"/invocations/{running[0]['id']}",
-                                    json={"status": "succeeded", "output": '"done"'})
-                return
-            time.sleep(0.02)
+        running = eventually(lambda: worker_client.get("/invocations?status=running").get_json(), 4, interval=0.02)
+        if running:
+            worker_client.patch(f"/invocations/{running[0]['id']}", json={"status": "succeeded", "output": '"done"'})
 
     thread = threading.Thread(target=worker)
     thread.start()

@@ -30,6 +30,7 @@ from kernel.types.auth.connection_follow_response import ManagedAuthStateEvent
 from tests.live_server import BIN, ROOT
 from tests.sdk.conftest import unique
 from tests.sdk.streams import WAIT, Reader
+from tests.waiting import eventually
 
 # Above the server's 15 s heartbeat interval, so an idle stream never trips the SDK's read timeout.
 READ_TIMEOUT = 30.0
@@ -65,13 +66,16 @@ def ids(items):
 
 def wait_for(client, connection_id, predicate, timeout=WAIT):
     """The connection record once predicate(record) holds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    record = None
+
+    def reached():
+        nonlocal record
         record = client.auth.connections.retrieve(connection_id)
-        if predicate(record):
-            return record
-        assert time.monotonic() < deadline, f"the connection never reached the expected state; last: {record}"
-        time.sleep(0.05)
+        return predicate(record)
+
+    assert eventually(reached, timeout, interval=0.05), \
+        f"the connection never reached the expected state; last: {record}"
+    return record
 
 
 def finished(record):

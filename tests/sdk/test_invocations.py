@@ -25,6 +25,7 @@ from kernel.types import (
 )
 
 from tests.sdk.conftest import unique
+from tests.waiting import eventually
 
 # Bounds every wait: a read that gets nothing for this long fails the test instead of hanging.
 # Above the server's 15 s heartbeat interval, so an idle stream never trips it.
@@ -61,18 +62,6 @@ def post_logs(client, invocation_id, *messages, timestamp=None):
     lines = [{"message": message, **({"timestamp": timestamp} if timestamp else {})} for message in messages]
     body = {"message": messages[0]} if len(messages) == 1 and not timestamp else {"lines": lines}
     return client.post(f"/invocations/{invocation_id}/logs", body=body, cast_to=object)
-
-
-def wait_for(condition, what, timeout=READ_TIMEOUT):
-    """Poll `condition()` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(POLL_SECONDS)
 
 
 def record_fields(record):
@@ -143,8 +132,9 @@ def test_sync_create_blocks_until_the_invocation_finishes(project_client, ending
     thread = threading.Thread(target=call)
     thread.start()
     try:
-        running = wait_for(lambda: list(worker.invocations.list(app_name=app_name, status="running")),
-                           "the sync invocation to start")
+        running = eventually(lambda: list(worker.invocations.list(app_name=app_name, status="running")),
+                             READ_TIMEOUT, interval=POLL_SECONDS)
+        assert running, "timed out waiting for the sync invocation to start"
         [invocation] = running
         assert result.empty()  # still waiting for the worker
         post_logs(worker, invocation.id, "working")

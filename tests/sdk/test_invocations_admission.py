@@ -7,12 +7,12 @@ FIFO as slots free.
 """
 import queue
 import threading
-import time
 
 import kernel
 import pytest
 
 from tests.sdk.conftest import unique
+from tests.waiting import eventually
 
 CAP = 3
 CALLERS = 20
@@ -191,15 +191,16 @@ def test_parallel_sync_creates_admit_exactly_the_cap_and_refuse_the_rest(org, ma
 
 
 def wait_for_running(client, count):
-    deadline = time.monotonic() + TIMEOUT
-    while True:
+    running = set()
+
+    def reached():
+        nonlocal running
         running = running_ids(client)
-        assert len(running) <= count
-        if len(running) == count:
-            return running
-        if time.monotonic() > deadline:
-            raise AssertionError(f"expected {count} running, have {len(running)}")
-        time.sleep(0.05)
+        assert len(running) <= count  # never more than the cap, at any look
+        return len(running) == count
+
+    assert eventually(reached, TIMEOUT, interval=0.05), f"expected {count} running, have {len(running)}"
+    return running
 
 
 def test_parallel_creates_across_projects_respect_the_organization_cap(live_server, org, make_client):

@@ -24,6 +24,7 @@ from tests.live_server import (
     server_env,
     stop,
 )
+from tests.waiting import eventually
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = pytest.mark.skipif(NGINX is None, reason="no nginx (apt-get install nginx)")
@@ -183,7 +184,6 @@ def stop_one_app_server(deployment):
     assert found.stdout.split(), "no app server on that port"
     for pid in found.stdout.split():
         subprocess.run(["kill", "-TERM", pid], check=False)
-    deadline = time.monotonic() + 15
-    while subprocess.run(["pgrep", "-f", "--", f"--bind 127.0.0.1:{port} "], capture_output=True).returncode == 0:
-        assert time.monotonic() < deadline, "the app server did not stop"
-        time.sleep(0.1)
+    gone = eventually(lambda: subprocess.run(["pgrep", "-f", "--", f"--bind 127.0.0.1:{port} "],
+                                             capture_output=True).returncode != 0, 15, interval=0.1)
+    assert gone, "the app server did not stop"

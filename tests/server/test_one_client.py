@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.live_server import gunicorn, private_database, run_cli, server_env
+from tests.waiting import eventually
 
 WORKER_CONNECTIONS = 50
 RESERVED = 10
@@ -182,14 +183,9 @@ def test_streams_are_admitted_up_to_the_worker_and_organization_caps(server):
         assert all(served_promptly(base_url, keys[1]) for _ in range(5))
         # A client that goes away gives its slot back within a poll interval or so, not at the next heartbeat.
         opened.pop(0).close()
-        deadline = time.monotonic() + READ_SECONDS
-        while True:
-            sock, status, _ = open_stream(base_url, keys[0], invocations[0])
-            if status == 200:
-                opened.append(sock)
-                break
-            assert time.monotonic() < deadline, "the slot of a closed stream was never released"
-            time.sleep(0.2)
+        reopened = eventually(lambda: open_stream(base_url, keys[0], invocations[0])[0], READ_SECONDS, interval=0.2)
+        assert reopened, "the slot of a closed stream was never released"
+        opened.append(reopened)
     finally:
         for sock in opened:
             sock.close()

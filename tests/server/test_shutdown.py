@@ -7,6 +7,7 @@ import time
 import httpx
 
 from tests.live_server import serve_with_organization
+from tests.waiting import eventually
 
 
 def test_ctrl_c_stops_every_worker_quietly_and_quickly(tmp_path):
@@ -22,9 +23,7 @@ def test_ctrl_c_stops_every_worker_quietly_and_quickly(tmp_path):
             os.kill(master, signal.SIGINT)  # what a terminal's Ctrl-C gives it (and, through it, the workers)
             for _ in lines:
                 pass  # the stream ends
-        deadline = time.monotonic() + 10
-        while "Shutting down: Master" not in served.log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(lambda: "Shutting down: Master" in served.log_path.read_text(), 10)
         log = served.log_path.read_text()
         assert "Shutting down: Master" in log and time.monotonic() - began < 5
         assert "Traceback" not in log and "SystemExit" not in log, log

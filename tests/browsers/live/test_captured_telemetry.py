@@ -12,6 +12,7 @@ from browserhost.cdp import CdpClient
 from tests.browserhost.test_capture import App
 from tests.browsers.live.conftest import browser_pid
 from tests.browsers.live.test_real_browsers import first_page
+from tests.waiting import eventually
 
 ON = {"enabled": True, "browser": {name: {"enabled": True} for name in ("console", "network", "page", "interaction")}}
 
@@ -21,24 +22,22 @@ def archived(sdk, session_id, **filters):
 
 
 def wait_for_types(sdk, session_id, want, timeout=15):
-    """The archive once every type in `want` is there (the host writes in batches)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        envelopes = archived(sdk, session_id)
-        if want <= {e.event.type for e in envelopes} or time.monotonic() > deadline:
-            return envelopes
-        time.sleep(0.2)
+    """The archive once every type in `want` is there (the host writes in batches), or as it is at `timeout`."""
+    eventually(lambda: want <= {e.event.type for e in archived(sdk, session_id)}, timeout, interval=0.2)
+    return archived(sdk, session_id)
 
 
 def wait_for_console(sdk, session_id, text, timeout=15):
     """The archived console_log whose text is `text`, or None after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in archived(sdk, session_id) if e.event.type == "console_log" and e.event.data.text == text]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    return None
+    return eventually(lambda: next((e for e in archived(sdk, session_id)
+                                    if e.event.type == "console_log" and e.event.data.text == text), None),
+                      timeout, interval=0.2)
+
+
+def response_statuses(envelopes):
+    """The statuses of the test page's two fetches."""
+    return {e.event.data.status for e in envelopes
+            if e.event.type == "network_response" and e.event.data.url.endswith(("/ok.json", "/missing"))}
 
 
 def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, sdk):
@@ -59,12 +58,10 @@ def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, s
                     "page_load", "interaction_click", "cdp_connect"}
             envelopes = wait_for_types(sdk, created.session_id, want)
             assert want <= {e.event.type for e in envelopes}
-            deadline = time.monotonic() + 10  # the two responses may come in different batches
-            while (statuses := {e.event.data.status for e in envelopes if e.event.type == "network_response"
-                                and e.event.data.url.endswith(("/ok.json", "/missing"))}) != {200, 404}:
-                assert time.monotonic() < deadline, statuses
-                time.sleep(0.2)
-                envelopes = archived(sdk, created.session_id)
+            # The two responses may come in different batches.
+            both = eventually(lambda: response_statuses(archived(sdk, created.session_id)) == {200, 404}, 10,
+                              interval=0.2)
+            assert both, response_statuses(archived(sdk, created.session_id))
 
             # Console off: the capture stops producing console events within a second.
             sdk.browsers.update(created.session_id, telemetry={"browser": {"console": {"enabled": False}}})
@@ -72,12 +69,10 @@ def test_what_the_page_did_reaches_the_archive_the_stream_and_the_log(lantern, s
             newest = max(e.seq for e in archived(sdk, created.session_id))
             page.evaluate("console.log('not captured')")
             page.goto(f"{site.url}/after")
-            later = wait_for_types(sdk, created.session_id, set(), timeout=0)
-            deadline = time.monotonic() + 10
-            while not any(e.seq > newest and e.event.type == "page_load" for e in later):
-                assert time.monotonic() < deadline, "the second page's load never arrived"
-                time.sleep(0.2)
-                later = archived(sdk, created.session_id)
+            loaded = eventually(lambda: any(e.seq > newest and e.event.type == "page_load"
+                                            for e in archived(sdk, created.session_id)), 10, interval=0.2)
+            assert loaded, "the second page's load never arrived"
+            later = archived(sdk, created.session_id)
             assert not [e for e in later if e.seq > newest and e.event.category == "console"]
 
             # And on again: captured again within a second.
@@ -115,10 +110,9 @@ def test_a_crashed_page_and_a_killed_browser_are_reported_and_the_record_says_ho
 
         chromium = browser_pid(sdk, created.session_id)
         os.kill(chromium, signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while sdk.browsers.retrieve(created.session_id, include_deleted=True).deleted_at is None:
-        assert time.monotonic() < deadline, "the session outlived its browser"
-        time.sleep(0.2)
+    ended = eventually(lambda: sdk.browsers.retrieve(created.session_id, include_deleted=True).deleted_at, 15,
+                       interval=0.2)
+    assert ended, "the session outlived its browser"
     assert sdk.browsers.retrieve(created.session_id, include_deleted=True).end_reason == "browser_exited"
     system = [e.event for e in archived(sdk, created.session_id, category=["system"])]
     assert [(e.type, e.data.service_name, e.data.pid, e.source.metadata) for e in system] == [

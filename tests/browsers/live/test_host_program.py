@@ -13,11 +13,16 @@ from playwright.sync_api import sync_playwright
 from lantern_wire.hosts import HEARTBEAT
 from tests.browsers.live.conftest import HOST_SETTINGS, Host
 from tests.live_server import ROOT, browser_host, free_port, gunicorn, private_database, run_cli, server_env, stop
+from tests.waiting import eventually
 
 
 def environment_of(pid):
     entries = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
     return dict(entry.split("=", 1) for entry in entries if "=" in entry)
+
+
+def console_texts(envelopes):
+    return [e.event.data.text for e in envelopes if e.event.type == "console_log"]
 
 
 def test_a_host_without_database_or_keys_serves_a_session_end_to_end(lantern, sdk, site):
@@ -39,11 +44,12 @@ def test_a_host_without_database_or_keys_serves_a_session_end_to_end(lantern, sd
         page.goto(f"{site.url}/")
         page.evaluate("console.log('through a host with no database')")
         browser.close()
-    deadline = time.monotonic() + 10
-    while not [e for e in sdk.browsers.telemetry.events(created.session_id, since="1h", category=["console"])
-               if e.event.data.text == "through a host with no database"]:
-        assert time.monotonic() < deadline, "the host's report never reached the archive"
-        time.sleep(0.2)
+
+    def reported():
+        return [e for e in sdk.browsers.telemetry.events(created.session_id, since="1h", category=["console"])
+                if e.event.data.text == "through a host with no database"]
+
+    assert eventually(reported, 10, interval=0.2), "the host's report never reached the archive"
     lines = [line.message for line in sdk.browsers.logs.stream(
         created.session_id, source="supervisor", supervisor_process="browser-host", follow=False)]
     assert any("CDP client" in line and "connected" in line for line in lines)
@@ -96,14 +102,12 @@ def test_a_host_keeps_every_event_while_the_app_is_down_for_five_seconds(tmp_pat
         try:
             time.sleep(5)  # the app is down
             with gunicorn(env, tmp_path / "after.log", port=port):
-                deadline = time.monotonic() + 30
-                while True:  # every event of the session (the page's lines, and its CDP client's coming and going)
-                    events = list(sdk.browsers.telemetry.events(created.session_id, since="1h", limit=100))
-                    texts = [e.event.data.text for e in events if e.event.type == "console_log"]
-                    if len(texts) >= 600 or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.5)
-                assert texts == [f"line {n}" for n in range(600)]
+                def archived():  # every event of the session (the page's lines, and its CDP client's coming and going)
+                    return list(sdk.browsers.telemetry.events(created.session_id, since="1h", limit=100))
+
+                eventually(lambda: len(console_texts(archived())) >= 600, 30, interval=0.5)
+                events = archived()
+                assert console_texts(events) == [f"line {n}" for n in range(600)]
                 assert [e.seq for e in events] == list(range(1, len(events) + 1))  # one seq each, none lost
                 assert host.process.poll() is None and created.session_id in host.health()["sessions"]
                 listed = run_cli(env, "browsers", "hosts", "list")

@@ -9,7 +9,6 @@ import re
 import secrets
 import socket
 import threading
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,6 +22,7 @@ from tests.browsers.live.conftest import sandbox_of
 from tests.browsers.live.test_real_browsers import first_page
 from tests.fakes import LOOPBACK_PORTS, LocalServer
 from tests.live_server import ROOT, cannot_sandbox, free_port
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
 
@@ -170,19 +170,24 @@ def test_no_devtools_port_is_open_on_the_host(sdk, lantern):
             assert not {link[8:-1] for link in sockets} & listening, f"process {pid} listens on the host"
     # And the other session's DevTools are not where an unsandboxed browser had them: each sandbox's
     # 127.0.0.1:9222 is its own.
-    versions = set()
-    for session in created:
-        with CdpClient(session.cdp_ws_url) as cdp:
-            target = cdp.call("Target.createTarget", {"url": "http://127.0.0.1:9222/json/version"})["targetId"]
-            attached = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-            deadline = time.monotonic() + 10
-            text = ""
-            while "webSocketDebuggerUrl" not in text and time.monotonic() < deadline:
-                text = cdp.call("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
-                                                     "returnByValue": True}, session_id=attached)["result"]["value"]
-                time.sleep(0.1)
-            versions.add(re.search(r"/devtools/browser/([\w-]+)", text).group(1))
+    versions = {_devtools_browser_id(session.cdp_ws_url) for session in created}
     assert len(versions) == 2
+
+
+def _devtools_browser_id(cdp_ws_url):
+    """The browser id in the DevTools version answer a page of the session reads at 127.0.0.1:9222."""
+    with CdpClient(cdp_ws_url) as cdp:
+        target = cdp.call("Target.createTarget", {"url": "http://127.0.0.1:9222/json/version"})["targetId"]
+        attached = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+
+        def browser_id():
+            text = cdp.call("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
+                                                 "returnByValue": True}, session_id=attached)["result"]["value"]
+            return re.search(r"/devtools/browser/([\w-]+)", text)
+
+        found = eventually(browser_id, 10, interval=0.1)
+        assert found, "the page at 127.0.0.1:9222 never showed a DevTools version answer"
+        return found.group(1)
 
 
 def _fd_links(pid):
@@ -234,11 +239,10 @@ def test_a_page_past_its_memory_cap_ends_its_session_with_oom_and_others_go_on(s
     with pytest.raises(PlaywrightError):
         page.evaluate("() => { const kept = []; for (let i = 0; i < 64; i++) "
                       "kept.push(new Uint8Array(64 << 20).fill(i + 1)); return kept.length; }")
-    deadline = time.monotonic() + 20
-    while (record := sdk.browsers.retrieve(greedy.session_id, include_deleted=True)).deleted_at is None:
-        assert time.monotonic() < deadline, "the session outlived its memory cap"
-        time.sleep(0.2)
-    assert record.end_reason == "oom"
+    ended = eventually(lambda: sdk.browsers.retrieve(greedy.session_id, include_deleted=True).deleted_at, 20,
+                       interval=0.2)
+    assert ended, "the session outlived its memory cap"
+    assert sdk.browsers.retrieve(greedy.session_id, include_deleted=True).end_reason == "oom"
     events = [e.event for e in sdk.browsers.telemetry.events(greedy.session_id, since="1h", category=["system"])]
     oom = [e for e in events if e.type == "system_oom_kill"]
     assert len(oom) == 1 and oom[0].data.pid > 0 and oom[0].data.rss_kb > 0 and oom[0].data.constraint == "memcg"

@@ -24,6 +24,7 @@ from lantern_wire.hosts import control_key
 from tests.browsers.live.conftest import CAPACITY, sandbox_of
 from tests.live_server import cannot_sandbox
 from tests.readme import examples, run
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -192,16 +193,14 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
     assert all(box.cgroup.pids() for box in boxes)
     second.process.kill()  # kill -9: every sandbox dies with it (the parent-death signal, pid namespaces)
     second.process.wait()
-    deadline = time.monotonic() + 10
-    while any(box.cgroup.pids() for box in boxes) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(box.cgroup.pids() for box in boxes), "a sandbox outlived its host"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        ended = {b.session_id for b in sdk.browsers.list(status="deleted")}
-        if on_second <= ended:
-            break
-        time.sleep(0.2)
+    assert eventually(lambda: not any(box.cgroup.pids() for box in boxes), 10, interval=0.1), \
+        "a sandbox outlived its host"
+
+    def deleted():
+        return {b.session_id for b in sdk.browsers.list(status="deleted")}
+
+    eventually(lambda: on_second <= deleted(), 15, interval=0.2)
+    ended = deleted()
     assert on_second <= ended and not (set(ids) - on_second) & ended
     for session_id in on_second:
         assert sdk.browsers.retrieve(session_id, include_deleted=True).end_reason == "host_lost"
