@@ -24,6 +24,7 @@ from kernel.types import (
     LogEvent,
 )
 
+from tests.live_server import serve_with_organization
 from tests.sdk.conftest import unique
 from tests.waiting import eventually
 
@@ -580,8 +581,19 @@ def test_follow_resumes_after_last_event_id(client):
     assert messages(events) == ["b", "c"] and states(events) == ["succeeded"]
 
 
-def test_an_idle_follower_gets_heartbeats(client):
-    """The server's heartbeat interval is 15 s: this test waits for one."""
+@pytest.fixture(scope="module")
+def beating_every_second(tmp_path_factory):
+    """A strict client of a server of its own whose idle streams beat every second (the shared one's beat every
+    15 s: a test would wait that long for one)."""
+    with serve_with_organization(tmp_path_factory.mktemp("heartbeats"), "Heartbeats",
+                                 env_updates={"LANTERN_SSE_HEARTBEAT_SECONDS": "1"}) as served:
+        with kernel.Kernel(api_key=served.api_key, base_url=served.base_url, max_retries=0, timeout=READ_TIMEOUT,
+                           _strict_response_validation=True) as client:
+            yield client
+
+
+def test_an_idle_follower_gets_heartbeats(beating_every_second):
+    client = beating_every_second
     created = invoke(client)
     finisher = client.with_options()
 

@@ -137,9 +137,9 @@ def test_the_cdp_endpoint_refuses_what_may_not_reach_the_browser(lantern, sdk):
 
 
 def test_a_connected_cdp_client_keeps_the_session_alive(sdk, playwright):
-    created = sdk.browsers.create(headless=True, timeout_seconds=10)
+    created = sdk.browsers.create(headless=True, timeout_seconds=3)  # the live tests' shortest is 2 s
     browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
-    time.sleep(11)  # past the idle timeout, with no API call: only the connection is activity
+    time.sleep(4)  # past the idle timeout, with no API call: only the connection is activity
     assert first_page(browser).evaluate("'still here'") == "still here"
     assert sdk.browsers.retrieve(created.session_id).deleted_at is None
     browser.close()  # closing the WebSocket does not end the session
