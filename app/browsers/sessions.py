@@ -25,6 +25,7 @@ from app.invocations.models import Invocation
 from app.orgs.models import Organization, Project
 from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
 from app.profiles.models import Profile
+from app.profiles.schemas import profile_record
 
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}
@@ -314,6 +315,15 @@ def record(session):
         out["usage_status"] = "ready"
         if session.end_reason:
             out["end_reason"] = session.end_reason
+    return out
+
+
+def record_dumped(session):
+    """record(session) as BrowserSchema dumps it: the hot reads send it as it is (docs/api.md, Records;
+    tests/core/test_records.py holds them equal). The record is the schema's shape already but for its profile."""
+    out = record(session)
+    if "profile" in out:
+        out["profile"] = profile_record(out["profile"])
     return out
 
 

@@ -6,7 +6,7 @@ from app.browsers import hosts, lifecycle, logs, relay, schemas, sessions, strea
 from app.browsers.drivers import HostDriver, driver_named
 from app.browsers.models import BrowserSession
 from app.core import sse
-from app.core.api import Blueprint
+from app.core.api import Blueprint, as_dumped
 from app.core.errors import ApiError, error_response
 from app.core.paging import PAGE_HEADERS, page
 from app.invocations.schemas import LogsAcceptedSchema
@@ -42,7 +42,7 @@ class Browsers(MethodView):
         status = args.get("status") or ("all" if args.get("include_deleted") else "active")
         found = sessions.listing(g.project.id, status=status, query=args.get("query"), region=args.get("region"),
                                  tags=schemas.tag_filters(request.args))
-        return [sessions.record(session) for session in page(found, args)]
+        return as_dumped([sessions.record_dumped(session) for session in page(found, args)])
 
     @blp.arguments(schemas.BrowserCreateSchema, required=False)
     @blp.response(201, schemas.BrowserSchema)
@@ -58,7 +58,7 @@ class BrowserByRef(MethodView):
     @blp.response(200, schemas.BrowserSchema)
     def get(self, args, session_ref):
         """Get a browser session by id or name"""
-        return sessions.record(find(session_ref, include_deleted=args["include_deleted"]))
+        return as_dumped(sessions.record_dumped(find(session_ref, include_deleted=args["include_deleted"])))
 
     @blp.arguments(schemas.BrowserUpdateSchema, required=False)
     @blp.response(200, schemas.BrowserSchema)

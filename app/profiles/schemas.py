@@ -2,6 +2,7 @@
 import marshmallow as ma
 from marshmallow import validate
 
+from app.core import clock
 from app.core.fields import Choice, UtcDateTime
 from app.core.paging import PageArgsSchema
 
@@ -16,6 +17,14 @@ class ProfileSchema(ma.Schema):
     created_at = UtcDateTime()
     updated_at = UtcDateTime()
     last_used_at = UtcDateTime(allow_none=True)
+
+
+def profile_record(profile):
+    """ProfileSchema's dump of a profile, as a browser record shows it (sessions.record_dumped; tests/core/
+    test_records.py holds them equal)."""
+    return {"id": profile.id, "name": profile.name, "created_at": clock.isoformat(profile.created_at),
+            "updated_at": clock.isoformat(profile.updated_at),
+            "last_used_at": None if profile.last_used_at is None else clock.isoformat(profile.last_used_at)}
 
 
 class ProfileCreateSchema(ma.Schema):

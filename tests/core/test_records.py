@@ -60,3 +60,24 @@ def test_invocation_records_are_the_schemas_dump(app, client):
             assert invocation_schemas.invocation_record_of(invocation) == schema.dump(invocation)
         dumped = [schema.dump(Invocation.get_by_id(row[0])) for row in rows]
     assert {d["finished_at"] is None for d in dumped} == {d["payload"] is None for d in dumped} == {True, False}
+
+
+def test_browser_records_are_the_schemas_dump(app, client):
+    from app.browsers import sessions
+    from app.browsers.models import BrowserSession
+    from app.browsers.schemas import BrowserSchema
+
+    client.post("/profiles", json={"name": "shopper"})
+    made = [client.post("/browsers", json=body).get_json() for body in (
+        {}, {"name": "named", "tags": {"team": "qa"}, "profile": {"name": "shopper"}, "timeout_seconds": 100,
+             "telemetry": {"enabled": True, "browser": {"console": {"enabled": True}}},
+             "viewport": {"width": 800, "height": 600}, "start_url": "https://example.com/"},
+        {"headless": True, "location": {"timezone": "Asia/Tokyo"}})]
+    client.delete(f"/browsers/{made[0]['session_id']}")
+    schema = BrowserSchema()
+    with app.test_request_context(), db.connection_context():
+        records = [sessions.record_dumped(session) for session in BrowserSession.select()]
+        assert len(records) == 3
+        for session in BrowserSession.select():
+            assert sessions.record_dumped(session) == schema.dump(sessions.record(session))
+    assert any(record.get("profile") for record in records) and any(record.get("deleted_at") for record in records)
