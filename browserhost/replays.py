@@ -82,8 +82,8 @@ class Recording:
     def _write(self):
         """Copy the encoder's MP4 into the file, up to max_bytes, until it ends; then hand the recording on."""
         try:
-            with open(self.path, "wb") as out:
-                while chunk := self._process.stdout.read1(CHUNK):
+            with open(self.path, "wb") as out, self._process.stdout as video:
+                while chunk := video.read1(CHUNK):
                     room = self.max_bytes - self.written
                     if room <= 0:
                         continue  # past the bound: read on (the encoder must not block) and keep nothing
