@@ -5,7 +5,8 @@ measures, each beside its baseline in the same run:
 1. Screenshots: POST /browsers/{id}/computer/screenshot (PNG bytes back) beside Page.captureScreenshot straight
    to the same page over its browser's DevTools (base64 in JSON), headless, same viewport.
 2. click_mouse (not smooth): POST .../computer/click_mouse round trips, headless (DevTools input) and headful
-   (xdotool on its X display).
+   (xdotool on its X display), beside the same three input events sent straight to the headless page.
+   Both on a still page.
 3. Recording: CPU and memory (PSS) of the ffmpeg of one replay at 25 fps of a 1280x800 screen, for a headful
    session (x11grab) and a headless one (screencast frames fed by the host), over a page that animates.
 4. Live view: frames per second its page shows of that animating page, in a separate headless Chromium.
@@ -28,7 +29,10 @@ from tests.browserhost.helpers import Site  # noqa: E402
 from tests.chromium import Browser  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/computer.py", *sys.argv[1:]])
-# A page that changes every frame: a moving box and a counter.
+# A still page (screenshots and clicks), and one that changes every frame: a moving box and a counter (recordings
+# and the live view; input and screenshots wait for its frames).
+STILL = b"<!doctype html><body style='margin:0;background:#fff'><div style='margin:40px;width:300px;height:200px;" \
+        b"background:#07f'></div><button>a button</button>"
 ANIMATED = (b"<!doctype html><body style='margin:0;background:#fff'><div id=box style='position:absolute;"
             b"width:200px;height:200px;background:#07f'></div><h1 id=n></h1><script>let n = 0;"
             b"(function frame() { n++; box.style.left = (n * 7 % 1000) + 'px'; box.style.top = (n * 3 % 500) + 'px';"
@@ -46,6 +50,10 @@ class Session:
         self.page = self.cdp.call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})[
             "sessionId"]
         self.cdp.call("Page.navigate", {"url": site_url}, session_id=self.page)
+        time.sleep(1)
+
+    def navigate(self, url):
+        self.cdp.call("Page.navigate", {"url": url}, session_id=self.page)
         time.sleep(1)
 
     def post(self, path, body=None):
@@ -79,6 +87,24 @@ def screenshots(session, workdir, count):
                 "Page.captureScreenshot", {"format": "png"}, session_id=page), count)}
     straight.close()
     return rows
+
+
+_straight = {}
+
+
+def straight_click(session, workdir):
+    """A click as the host sends it to a headless page (move, press, release), straight over its DevTools."""
+    if session.id not in _straight:
+        devtools = session_devtools(workdir, session.id)
+        cdp = Cdp(devtools.ws_url(), devtools.connect())
+        target = next(t for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+        _straight[session.id] = cdp, cdp.call("Target.attachToTarget", {"targetId": target["targetId"],
+                                                                      "flatten": True})["sessionId"]
+    cdp, page = _straight[session.id]
+    for kind, button, buttons, count in (("mouseMoved", "none", 0, 0), ("mousePressed", "left", 1, 1),
+                                         ("mouseReleased", "left", 0, 1)):
+        cdp.call("Input.dispatchMouseEvent", {"type": kind, "x": 5, "y": 5, "button": button, "buttons": buttons,
+                                              "clickCount": count}, session_id=page)
 
 
 def ffmpeg_pids():
@@ -143,20 +169,26 @@ def main():
     if launch.find_chromium() is None:
         sys.exit("no Chromium: apt-get install chromium")
     site = Site()
-    site.get = lambda handler: handler.answer(200, ANIMATED, "text/html")
+    site.get = lambda handler: handler.answer(200, ANIMATED if handler.path == "/animated" else STILL, "text/html")
     site.start()
     with lantern_with_a_host("on") as (base_url, key, _, workdir):
         headless = Session(base_url, key, site.url + "/", headless=True,
                            viewport={"width": 1280, "height": 800})
         headful = Session(base_url, key, site.url + "/", headless=False, viewport={"width": 1280, "height": 800})
         try:
-            shots = screenshots(headless, workdir, args.screenshots)
+            shots = screenshots(headless, workdir, args.screenshots)  # of the still page
             clicks = {kind: timed(lambda s=s: s.post("/computer/click_mouse", {"x": 5, "y": 5}), args.clicks)
                       for kind, s in (("headless (DevTools input)", headless), ("headful (xdotool)", headful))}
+            clicks["straight to Chromium (the same three Input.dispatchMouseEvent, headless)"] = timed(
+                lambda: straight_click(headless, workdir), args.clicks)
+            for session in (headless, headful):
+                session.navigate(site.url + "/animated")
             recordings = {kind: recording(s, args.seconds) for kind, s in (("headful (x11grab)", headful),
                                                                             ("headless (screencast)", headless))}
             fps = live_view_fps(headless, args.seconds)
         finally:
+            for cdp, _ in _straight.values():
+                cdp.close()
             headless.close()
             headful.close()
     site.stop()
