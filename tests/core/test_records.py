@@ -1,6 +1,7 @@
 """The record functions of the hot reads (API keys, projects, invocations: docs/api.md, "Records") write what
 their response schema's dump writes, for the list's rows and for the single read alike: the schemas stay the
 contract and the OpenAPI document."""
+from app.core import clock
 from app.core.db import db
 from app.invocations import schemas as invocation_schemas
 from app.invocations.models import Invocation
@@ -75,6 +76,7 @@ def test_browser_records_are_the_schemas_dump(app, client):
         {"headless": True, "location": {"timezone": "Asia/Tokyo"}})]
     client.delete(f"/browsers/{made[0]['session_id']}")
     schema = BrowserSchema()
+    clock.freeze(clock.now())  # a record's uptime is read from the clock
     with app.test_request_context(), db.connection_context():
         records = [sessions.record_dumped(session) for session in BrowserSession.select()]
         assert len(records) == 3

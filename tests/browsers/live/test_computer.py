@@ -23,6 +23,8 @@ PAGE = b"""<!doctype html><title>computer</title>
 <style>body { margin: 0; height: 5000px } #b { position: absolute; left: 100px; top: 100px; width: 200px;
 height: 50px } #i { position: absolute; left: 100px; top: 200px; width: 300px; height: 30px }</style>
 <button id=b onclick="this.textContent = 'clicked ' + event.detail">click me</button><input id=i>
+<div style="position: absolute; left: 600px; top: 300px; width: 100px; height: 100px; background: rgb(255, 0, 128)">
+</div>
 <script>
 window.seen = [];
 for (const type of ["mousedown", "mouseup", "keydown"])
@@ -108,10 +110,24 @@ def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
     assert sdk.browsers.computer.set_cursor_visibility(session_id, hidden=True).ok is True
 
 
+def pixel(page, png, x, y):
+    """The colour at x, y of a PNG, decoded by the page's own canvas."""
+    return page.evaluate("""async ([data, x, y]) => {
+        const image = new Image(); image.src = "data:image/png;base64," + data; await image.decode();
+        const canvas = document.createElement("canvas"); canvas.width = image.width; canvas.height = image.height;
+        const context = canvas.getContext("2d"); context.drawImage(image, 0, 0);
+        return Array.from(context.getImageData(x, y, 1, 1).data.slice(0, 3)); }""",
+                         [base64.b64encode(png).decode(), x, y])
+
+
 def test_a_screenshot_is_the_viewport_or_a_region_of_it(sdk, screen):
-    session_id, _ = screen
+    session_id, page = screen
     whole = sdk.browsers.computer.capture_screenshot(session_id).read()
     assert png_size(whole) == (1920, 1080)  # the record's viewport
+    assert pixel(page, whole, 650, 350) == [255, 0, 128]  # the coloured box, where the page draws it
+    box = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 600, "y": 300, "width": 100,
+                                                                       "height": 100}).read()
+    assert png_size(box) == (100, 100) and pixel(page, box, 0, 0) == pixel(page, box, 99, 99) == [255, 0, 128]
     part = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 100, "y": 100, "width": 200,
                                                                         "height": 50}).read()
     assert png_size(part) == (200, 50)
