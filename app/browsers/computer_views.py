@@ -46,8 +46,9 @@ def record_api_call(response):
         session = BrowserSession.lookup(g.project, request.view_args["session_ref"], include_deleted=True)
     except ApiError:
         return response
-    events = [control_events.api_call(operation, response.status_code,
-                                      (time.perf_counter() - g.request_started) * 1000, g.request_id)]
+    started = g.get("request_started", time.perf_counter())  # set by app/core/requestlog.py
+    events = [control_events.api_call(operation, response.status_code, (time.perf_counter() - started) * 1000,
+                                      g.get("request_id", ""))]
     if operation == "TakeScreenshot" and response.status_code == 200:
         events.append(control_events.monitor_screenshot(response.get_data()))
     control_events.record(session, events)
