@@ -496,11 +496,12 @@ class BrowserHostServer:
         else:
             recording = replays.DisplayRecording(replay_id, path, display=hosted.screen.display.name, offset=offset,
                                                  **options)
+        hosted.recordings[replay_id] = recording  # before it starts: one that fails at once is handed on and forgotten
         try:
             recording.start(self._spawner(hosted, {"DISPLAY": recording.display} if offset is not None else {}))
         except (CdpError, OSError) as error:
+            hosted.recordings.pop(replay_id, None)
             return 502, {"code": "replay_failed", "message": f"The recording could not start: {error}"}
-        hosted.recordings[replay_id] = recording
         self.note(hosted, f"recording {replay_id} started ({recording.framerate} fps, at most "
                           f"{recording.max_seconds} s)")
         return 201, {"started_at": recording.started_at}
@@ -549,8 +550,9 @@ class BrowserHostServer:
                     else:
                         with open(recording.path, "rb") as video:
                             self.client.put_file(path, video, "video/mp4")
-                    self.note(hosted, f"recording {recording.replay_id} saved ({recording.written} bytes, "
-                                      f"{recording.finished_at - recording.started_at:.1f} s)")
+                    if not recording.error:
+                        self.note(hosted, f"recording {recording.replay_id} saved ({recording.written} bytes, "
+                                          f"{recording.finished_at - recording.started_at:.1f} s)")
                     return
                 except Refused as error:
                     logger.error("the app refused recording %s: %s", recording.replay_id, error)

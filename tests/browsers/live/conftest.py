@@ -77,11 +77,14 @@ def sandbox_of(lantern, session_id, host="first"):
 
 def browser_pid(sdk, session_id):
     """The host pid of the session's Chromium, from the host's first log line about it."""
-    for line in sdk.browsers.logs.stream(session_id, source="supervisor", supervisor_process="browser-host",
-                                         follow=False):
-        found = re.match(r"Chromium started on browser host \S+: pid (\d+),", line.message)
-        if found:
-            return int(found.group(1))
+    # Closed when left early: an unclosed stream, collected later inside httpx's connection pool, closes its
+    # response under the pool's lock, which that thread already holds (a CI run hung on it).
+    with sdk.browsers.logs.stream(session_id, source="supervisor", supervisor_process="browser-host",
+                                  follow=False) as lines:
+        for line in lines:
+            found = re.match(r"Chromium started on browser host \S+: pid (\d+),", line.message)
+            if found:
+                return int(found.group(1))
     raise AssertionError(f"the host said nothing of session {session_id}'s Chromium")
 
 
