@@ -1,8 +1,9 @@
-"""Telemetry the app itself writes about what drives a session's browser through Lantern: each call of the
-computer and replays APIs as the SDK's `api_call` (category `control`), a screenshot taken through the API
-as `monitor_screenshot` (category `screenshot`), a live view's viewers as `live_view_connect` /
-`live_view_disconnect` (category `connection`). Each is kept only when the session's telemetry settings keep
-its category (no drop is counted for what was never asked for), and none is activity."""
+"""Telemetry the app writes itself (source kind kernel_api) about what drives a session's browser through
+Lantern: each call of the computer and replays APIs as the SDK's `api_call` (category `control`), a screenshot
+taken through the API as `monitor_screenshot` (category `screenshot`), a live view's viewers as
+`live_view_connect` / `live_view_disconnect` (category `connection`). Each is kept only when the session's
+telemetry settings keep its category (no drop is counted for what was never asked for), and none is activity.
+`event` also builds app/browsers/lost_hosts.py's service_crashed."""
 import base64
 
 from app.browsers import telemetry
@@ -12,9 +13,10 @@ from app.core.db import db
 from app.core.errors import ApiError
 
 
-def event(kind, category, data):
-    return {"type": kind, "category": category, "ts": clock.micros(clock.now()),
-            "source": {"kind": "kernel_api", "event": kind}, "data": data}
+def event(kind, category, data, *, source_event=None, metadata=None):
+    """An event the app writes itself (source kind kernel_api), as of now."""
+    source = {"kind": "kernel_api", "event": source_event or kind, **({"metadata": metadata} if metadata else {})}
+    return {"type": kind, "category": category, "ts": clock.micros(clock.now()), "source": source, "data": data}
 
 
 def api_call(operation_id, status, duration_ms, request_id):

@@ -45,8 +45,9 @@ class Driver(Protocol):
     def cdp_ws_url(self, session) -> str:
         """The CDP URL the session's record shows."""
 
-    def live_view_url(self, session) -> str | None:
-        """The live view URL the session's record shows (for headful sessions), if any."""
+    def live_view_url(self, session, cdp_ws_url) -> str | None:
+        """The live view URL the session's record shows (for headful sessions), if any; `cdp_ws_url` is the
+        record's (cdp_ws_url(session))."""
 
     def stop(self, session) -> None:
         """Release the browser of an ended session; must tolerate being called twice."""
@@ -86,7 +87,7 @@ class ExternalDriver:
     def cdp_ws_url(self, session):
         return session.cdp_ws_url
 
-    def live_view_url(self, session):
+    def live_view_url(self, session, cdp_ws_url):
         return session.live_view_url
 
     def stop(self, session):
@@ -158,12 +159,11 @@ class HostDriver:
         token = hosts.cdp_token(session)
         return f"{session.cdp_ws_url}{target_path}" + (f"?token={token}" if token else "")
 
-    def live_view_url(self, session):
-        """The live view page (app/browsers/live_view.py) on the relay's base, with the session's token:
-        ws(s)://.../browsers/{id}/cdp becomes http(s)://.../browsers/{id}/live."""
-        token = hosts.cdp_token(session)
-        page = "http" + session.cdp_ws_url.removesuffix("/cdp")[2:] + "/live"
-        return page + (f"?token={token}" if token else "")
+    def live_view_url(self, session, cdp_ws_url):
+        """The live view page (app/browsers/live_view.py) beside the relay, with the same token (decrypted once,
+        for cdp_ws_url): ws(s)://.../browsers/{id}/cdp?token= becomes http(s)://.../browsers/{id}/live?token=."""
+        base, _, query = cdp_ws_url.partition("?")
+        return "http" + base.removesuffix("/cdp")[2:] + "/live" + (f"?{query}" if query else "")
 
     def stop(self, session):
         if session.host_id is None:

@@ -5,9 +5,8 @@ drivers use, it closed a circle of imports (drivers -> hosts -> sessions -> driv
 """
 from flask import current_app
 
-from app.browsers import lifecycle, telemetry
+from app.browsers import control_events, lifecycle, telemetry
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
-from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError
 
@@ -39,6 +38,5 @@ def end_sessions_of_lost_hosts():
 
 def _host_lost_event(host_name):
     """The system event of a session whose host was lost: the SDK's service_crashed, naming the host."""
-    return {"type": "service_crashed", "category": "system", "ts": clock.micros(clock.now()),
-            "source": {"kind": "kernel_api", "event": "host_lost", "metadata": {"browser_host": host_name}},
-            "data": {"phase": "running", "service_name": "browser_host"}}
+    return control_events.event("service_crashed", "system", {"phase": "running", "service_name": "browser_host"},
+                                source_event="host_lost", metadata={"browser_host": host_name})

@@ -276,9 +276,11 @@ def record(session):
     settings = session.options
     ended_or_now = session.deleted_at or clock.now()
     location_given = settings.get("location") or {}
+    driver = driver_named(session.driver)
+    cdp_ws_url = driver.cdp_ws_url(session)
     out = {
         "session_id": session.id,
-        "cdp_ws_url": driver_named(session.driver).cdp_ws_url(session),
+        "cdp_ws_url": cdp_ws_url,
         "webdriver_ws_url": session.webdriver_ws_url,
         "created_at": clock.isoformat(session.created_at),
         "headless": session.headless,
@@ -300,7 +302,7 @@ def record(session):
         "telemetry": public_telemetry(settings.get("telemetry") or {}),
         "usage": {"uptime_ms": int((ended_or_now - session.created_at).total_seconds() * 1000)},
     }
-    live_view_url = None if session.headless else driver_named(session.driver).live_view_url(session)
+    live_view_url = None if session.headless else driver.live_view_url(session, cdp_ws_url)
     if live_view_url:  # the contract: headful sessions only
         out["browser_live_view_url"] = live_view_url
     if session.name:
