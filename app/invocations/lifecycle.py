@@ -122,6 +122,15 @@ def update(invocation, project, *, status=None, output=None, status_reason=None)
     return current
 
 
+def find(project, invocation_id):
+    """The project's invocation, failed first if its async timeout ran out."""
+    invocation = Invocation.lookup(project, invocation_id)
+    if invocation.is_overdue:
+        expire_overdue(project)
+        invocation = Invocation.get_by_id(invocation.id)
+    return invocation
+
+
 def expire_overdue(project):
     """Fail async invocations of the project's organization that outlived their timeout.
 

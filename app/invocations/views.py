@@ -1,10 +1,7 @@
-"""Invocations (/invocations): create, list, get, update, logs, events, browsers."""
+"""Invocations (/invocations): create, list, get, update, logs, events (their browsers: app/browsers)."""
 from flask import current_app, g, request
 from flask.views import MethodView
 
-from app.browsers import sessions
-from app.browsers.lifecycle import end as end_session
-from app.browsers.schemas import InvocationBrowsersSchema
 from app.core import sse
 from app.core.api import Blueprint, as_dumped
 from app.core.db import db
@@ -17,12 +14,7 @@ blp = Blueprint("invocations", __name__, url_prefix="/invocations",
 
 
 def find(invocation_id):
-    """The invocation, failed first if its async timeout ran out."""
-    invocation = Invocation.lookup(g.project, invocation_id)
-    if invocation.is_overdue:
-        lifecycle.expire_overdue(g.project)
-        invocation = Invocation.get_by_id(invocation.id)
-    return invocation
+    return lifecycle.find(g.project, invocation_id)
 
 
 @blp.route("")
@@ -87,17 +79,3 @@ class InvocationEvents(MethodView):
                                poll_seconds=config["STREAM_POLL_SECONDS"])
         return sse.stream(frames)
 
-
-@blp.route("/<invocation_id>/browsers")
-class InvocationBrowsers(MethodView):
-    @blp.response(200, InvocationBrowsersSchema)
-    def get(self, invocation_id):
-        """Active browser sessions created for the invocation (with its invocation_id)"""
-        browsers = sessions.of_invocation(find(invocation_id))
-        return {"browsers": [sessions.record(session) for session in browsers]}
-
-    @blp.response(204)
-    def delete(self, invocation_id):
-        """End every active browser session of the invocation"""
-        for session in sessions.of_invocation(find(invocation_id)):
-            end_session(session)
