@@ -63,8 +63,8 @@ def register_blueprints(api):
     from app.profiles.views import blp as profiles_blp
 
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
-                      profiles_blp, extensions_blp, invocations_blp, invocation_browsers_blp, browsers_blp, computer_blp,
-                      auth_connections_blp, hosted_blp):
+                      profiles_blp, extensions_blp, invocations_blp, invocation_browsers_blp, browsers_blp,
+                      computer_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
 
 
