@@ -278,8 +278,8 @@ def run_host_ingest(args):
         os.environ.update({name: value for name, value in env.items() if name.startswith("LANTERN_")})
         from app import create_app
         from app.browsers.models import BrowserHost, BrowserSession
-        from app.browsers.telemetry_types import validate_event
         from app.core.db import db
+        from lantern_wire.telemetry import validate_event
 
         app = create_app()
 
@@ -526,8 +526,8 @@ def fill(channels, subject, now_us, text_length, envelope_frame):
 
 def run_memory():
     from app.browsers.telemetry import envelope_frame
-    from app.browsers.telemetry_types import validate_event
     from app.streams.memory import MemoryChannels
+    from lantern_wire.telemetry import validate_event
 
     now_us = int(time.time() * 1_000_000)
     text_length = 100

@@ -16,7 +16,6 @@ from peewee import DataError
 from app.browsers import lifecycle, logs, telemetry
 from app.browsers.models import BrowserHost, BrowserSession
 from app.browsers.telemetry_settings import session_categories
-from app.browsers.telemetry_types import validate_event
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, bad_request
@@ -27,6 +26,7 @@ from lantern_wire.hosts import (
     MAX_REPORT_LINES,
     REPORT_KINDS,
 )
+from lantern_wire.telemetry import InvalidEvent, validate_event
 
 MAX_INT64 = 2**63 - 1
 
@@ -144,7 +144,7 @@ def _events(events):
     for event in events:
         try:
             valid.append(validate_event(event, now_us=now_us))
-        except ma.ValidationError as error:
+        except InvalidEvent as error:
             logger.warning("a browser host's %s event was not valid: %s", event.get("type"), error.messages)
     return valid
 

@@ -8,13 +8,13 @@ from flask import current_app, has_app_context
 from marshmallow import validate
 
 from app.browsers.models import END_REASONS
-from app.browsers.telemetry_types import CATEGORIES, CDP_METHODS, validate_event
 from app.core import clock
 from app.core.fields import Choice, JsonBoolean, JsonInteger, PathName
 from app.core.paging import MAX_INT64, PageArgsSchema
 from app.core.timewindow import TimePoint
 from app.invocations.schemas import LogLineSchema
 from app.profiles.schemas import ProfileSchema
+from lantern_wire.telemetry import CATEGORIES, CDP_METHODS, InvalidEvent, validate_event
 
 REGIONS = ["us-east", "us-west", "eu-west", "ap-southeast"]
 HEADLESS_MEMORY = ["1GiB", "2GiB", "4GiB"]
@@ -397,7 +397,7 @@ class TelemetryIngestSchema(ma.Schema):
         for index, event in enumerate(data["events"]):
             try:
                 valid.append(validate_event(event, now_us=now_us))
-            except ma.ValidationError as error:
+            except InvalidEvent as error:
                 errors[index] = error.messages
         if errors:
             raise ma.ValidationError({"events": errors})

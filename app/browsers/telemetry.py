@@ -17,11 +17,11 @@ from app import streams
 from app.browsers import lifecycle, replays
 from app.browsers.models import BrowserLogLine, BrowserSession, TelemetryEvent
 from app.browsers.telemetry_settings import captured
-from app.browsers.telemetry_types import EVENT_CATEGORY
 from app.core import clock, sse
 from app.core.db import db, exclusive
 from app.core.jsonprovider import ascii_json
 from app.streams import channels, telemetry_buffers
+from lantern_wire.telemetry import EVENT_CATEGORY
 
 PRUNE_CHUNK = 5000
 # One lock per stripe of sessions in this process: a batch's seqs enter the buffer in

@@ -6,7 +6,7 @@
     capture.stop()
 
 `Capture` holds its own browser-level CDP connection. CDP events become the SDK's telemetry events
-(app/browsers/telemetry_types.py: nothing else is made), each a dict `validate_event` accepts: type,
+(lantern_wire/telemetry.py: nothing else is made), each a dict `validate_event` accepts: type,
 category, ts (Unix microseconds, when the event was read), source `{kind: "cdp", event: <CDP method>,
 metadata: {session_id, target_id}}`, data, and `truncated: true` when a string, a header list or a
 body was cut. A category's events are made only while it is enabled (the check comes first).

@@ -6,10 +6,10 @@ import threading
 import pytest
 from playwright.sync_api import sync_playwright
 
-from app.browsers.telemetry_types import validate_event
 from browserhost.capture import MAX_BODY, Capture, LogTail
 from browserhost.cdp import CdpError
 from browserhost.launch import Browser, LaunchOptions
+from lantern_wire.telemetry import validate_event
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, navigate, needs_chromium
 from tests.waiting import eventually
 

@@ -1,4 +1,5 @@
-"""The telemetry event catalogue (contract 6.8.4) and the check every ingested event passes.
+"""The telemetry event catalogue (contract 6.8.4) and the check every ingested event passes: what a browser
+host's capture produces and the app accepts, in the standard library alone (lantern_wire).
 
 A browser's driver POSTs events; Lantern serves them back in envelopes `{"seq", "event"}` that clients parse with
 the Kernel SDK in strict mode. An event the SDK cannot parse would break every reader of that session's telemetry,
@@ -13,7 +14,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-import marshmallow as ma
+
+class InvalidEvent(ValueError):
+    """An event the catalogue refuses; `messages` holds every problem keyed by field path, shaped as marshmallow
+    nests a schema's errors (the app's 400s pass them on as they are)."""
+
+    def __init__(self, messages):
+        super().__init__(messages)
+        self.messages = messages
+
 
 CATEGORIES = ("console", "network", "page", "interaction", "control", "platform", "connection", "system",
               "screenshot", "captcha", "monitor")
@@ -376,11 +385,11 @@ def validate_event(event, *, now_us: int) -> dict:
 
     The result is a new dict with keys type, category, ts, source, then data and truncated when sent; a missing
     category is taken from the type and a missing ts is `now_us`. Its source and data are the event's own
-    objects, not copies (a request's parsed body has no other owner). Raises marshmallow.ValidationError with every
-    problem of the event, keyed by field path as marshmallow nests them.
+    objects, not copies (a request's parsed body has no other owner). Raises InvalidEvent with every problem of
+    the event, keyed by field path as marshmallow nests them.
     """
     if not isinstance(event, dict):
-        raise ma.ValidationError({"_schema": ["An event is a JSON object."]})
+        raise InvalidEvent({"_schema": ["An event is a JSON object."]})
     errors: dict = {}
     for key in event:
         if key not in TOP_LEVEL_KEYS:
@@ -444,7 +453,7 @@ def validate_event(event, *, now_us: int) -> dict:
                     errors["data"] = data_errors
 
     if errors:
-        raise ma.ValidationError(errors)
+        raise InvalidEvent(errors)
 
     normalized = {"type": event_type, "category": spec.category, "ts": ts, "source": event["source"]}
     for key in ("data", "truncated"):

@@ -11,7 +11,6 @@ import typing
 import httpx
 import kernel
 import kernel.types  # noqa: F401  (rebuilds the SDK's forward references)
-import marshmallow as ma
 import pydantic
 import pytest
 from kernel._models import validate_type
@@ -19,8 +18,8 @@ from kernel.types.browsers.browser_telemetry_event import BrowserTelemetryEvent
 from kernel.types.browsers.telemetry_events_response import TelemetryEventsResponse
 from kernel.types.browsers.telemetry_stream_response import TelemetryStreamResponse
 
-from app.browsers import telemetry_types as tt
-from app.browsers.telemetry_types import (
+from lantern_wire import telemetry as tt
+from lantern_wire.telemetry import (
     CATEGORIES,
     CDP_METHODS,
     EVENT_CATEGORY,
@@ -85,7 +84,7 @@ def _sdk_fields(model, stack):
 
 
 def _sdk_shape(annotation, stack=()):
-    """A comparable description of an SDK annotation, in the vocabulary of telemetry_types.Kind."""
+    """A comparable description of an SDK annotation, in the vocabulary of lantern_wire.telemetry.Kind."""
     scalars = {str: "str", int: "int", float: "float", bool: "bool"}
     if annotation in scalars:
         return (scalars[annotation],)
@@ -203,7 +202,7 @@ WITH_ENUM_KEYS = [case for case in CASES if enum_data_keys(*case)]
 
 
 def errors_of(event):
-    with pytest.raises(ma.ValidationError) as caught:
+    with pytest.raises(tt.InvalidEvent) as caught:
         validate_event(event, now_us=NOW_US)
     return caught.value.messages
 
