@@ -62,6 +62,7 @@ from lantern_wire.hosts import (
     ENDED_BY_HOST_STOP,
     ENDED_BY_OOM,
     HEARTBEAT,
+    MAX_UNAVAILABLE_REASON,
     REGISTER,
     REPLAYS,
     STOPPED,
@@ -208,7 +209,7 @@ class BrowserHostServer:
         the host); the app ends what it still gives this host (its previous run's). False: refused."""
         reason = self.unavailable_reason()
         body = {"address": self.advertise, "capacity": 0 if reason else self.capacity, "headful": self.headful,
-                "unavailable_reason": reason}
+                "unavailable_reason": reason and reason[:MAX_UNAVAILABLE_REASON]}
         backoff, started, warned = 0.5, time.monotonic(), False
         while not self.shutting_down:
             try:
@@ -443,6 +444,7 @@ class BrowserHostServer:
             _remove(hosted.workdir)
             with self.lock:
                 self.hosted.pop(hosted.session_id, None)
+            self.reports.forget(hosted.session_id)  # its capture, which numbered its reports, has stopped
         return state
 
     def watch(self, hosted):

@@ -86,9 +86,11 @@ class AppClient:
         try:
             answer = json.loads(answer_data or b"null")
         except ValueError:
-            raise AppUnreachable(f"HTTP {response.status} with a body that is not JSON") from None
+            if response.status < 400:
+                raise AppUnreachable(f"HTTP {response.status} with a body that is not JSON") from None
+            answer = None  # a proxy's own page (nginx's 413, 401, 403): refused all the same
         if response.status >= 400:
-            raise Refused(response.status, (answer or {}).get("message", ""))
+            raise Refused(response.status, answer.get("message", "") if isinstance(answer, dict) else response.reason)
         return answer
 
     def close(self):
@@ -155,7 +157,13 @@ class Reports:
     def ended(self, session_id, reason):
         with self._condition:
             self._put({"session_id": session_id, "kind": "ended", "reason": reason}, 0)
+
+    def forget(self, session_id):
+        """The session's browser and capture have stopped: its batch numbers and lost count go (a long-running host
+        would otherwise keep them for every session it ever ran)."""
+        with self._condition:
             self._batches.pop(session_id, None)
+            self._lost.pop(session_id, None)
 
     def _room_for(self, items):
         """Whether a report of `items` events or lines fits in the queue; if not, they are counted as dropped."""

@@ -1,10 +1,14 @@
 """Where one browser's DevTools answer, as its host and the workers on its machine both reach them."""
 import http.client
 import json
+import re
 import socket
 from dataclasses import dataclass
 
 from lantern_wire.splice import connect_unix
+
+# What Chromium's browser endpoint looks like (/devtools/browser/<uuid>): a worker writes it into a request line.
+BROWSER_PATH = re.compile(r"/devtools/browser/[A-Za-z0-9-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,17 @@ class DevTools:
 
     @classmethod
     def from_json(cls, endpoint):
-        return cls(endpoint["browser_path"], socket_path=endpoint.get("socket"), owner=endpoint.get("owner"),
-                   port=endpoint.get("port"))
+        """The endpoint a host answered; ValueError for one no host makes (a worker connects where it says, and
+        writes its path into a request: a socket or a port above 1023, never both, and Chromium's path)."""
+        if not isinstance(endpoint, dict):
+            raise ValueError("an endpoint is a JSON object")
+        path, socket_path, port, owner = (endpoint.get(key) for key in ("browser_path", "socket", "port", "owner"))
+        if not (isinstance(path, str) and BROWSER_PATH.fullmatch(path)):
+            raise ValueError("browser_path is not Chromium's /devtools/browser/<id>")
+        if not (isinstance(socket_path, str) and port is None
+                or socket_path is None and type(port) is int and 1024 <= port <= 65535):
+            raise ValueError("an endpoint is a socket (and its owner) or a port above 1023")
+        return cls(path, socket_path=socket_path, owner=owner, port=port)
 
     def get_json(self, path, timeout=10.0):
         """Chromium's JSON answer to GET `path` (/json/version, /json/list); OSError or ValueError otherwise."""

@@ -40,6 +40,8 @@ REPORT_KINDS = (*BATCHED_KINDS, "activity", "ended")
 # lines in one report, at most (a host splits longer ones).
 MAX_REPORT_ITEMS = 5000
 MAX_REPORT_LINES = 1000
+# Why a host cannot start browsers, at most (every create names it while no other host can).
+MAX_UNAVAILABLE_REASON = 2000
 
 # Why a host ends a session (the record's end_reason): it restarted without it, stopped, the browser
 # exited by itself, or a process of its sandbox went past the memory cap.

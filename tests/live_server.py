@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
+import websocket
 
 from browserhost import sandbox
 from browserhost import settings as host_settings
@@ -192,16 +193,28 @@ def cannot_sandbox():
     return sandbox.probe(sandbox.SandboxPolicy())
 
 
-def host_env(env, app_url, credential):
+def host_env(env, app_url, credential, packages):
     """A browser host's environment: its own settings taken from `env` (the app's), where the app is and its
-    credential; no database URL and no encryption keys (it has no use for them, and must work without)."""
+    credential; no database URL and no encryption keys (it has no use for them, and must work without). Its
+    Python path is this checkout and `packages` (host_packages): it runs with `-S`, without the site-packages
+    that hold the app's dependencies, as on a machine where only the host is installed."""
     host = {name: value for name, value in os.environ.items() if not name.startswith(("LANTERN_", "KERNEL_"))}
     host.update({f"LANTERN_{name}": env[f"LANTERN_{name}"] for name in host_settings.DEFAULTS
                  if f"LANTERN_{name}" in env})
-    host.update(LANTERN_APP_URL=app_url, LANTERN_BROWSER_HOST_CREDENTIAL=credential, PYTHONUNBUFFERED="1")
+    host.update(LANTERN_APP_URL=app_url, LANTERN_BROWSER_HOST_CREDENTIAL=credential, PYTHONUNBUFFERED="1",
+                PYTHONPATH=f"{ROOT}{os.pathsep}{packages}")
     if cannot_sandbox():
         host["LANTERN_BROWSER_SANDBOX"] = "off"
     return host
+
+
+def host_packages(folder):
+    """`folder`, holding the one package a browser host needs beyond the standard library (websocket-client)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "websocket").exists():
+        (folder / "websocket").symlink_to(Path(websocket.__file__).parent)
+    return folder
 
 
 def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise="127.0.0.1"):
@@ -217,9 +230,10 @@ def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise=
     log_path = Path(workdir) / f"host-{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "browserhost", "--bind", f"127.0.0.1:{port}", "--capacity", str(capacity),
+            [sys.executable, "-S", "-m", "browserhost", "--bind", f"127.0.0.1:{port}", "--capacity", str(capacity),
              "--advertise", f"http://{advertise}:{port}"],
-            cwd=ROOT, env=host_env(env, app_url, credential), stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=host_env(env, app_url, credential, host_packages(Path(workdir) / "host-packages")),
+            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + STARTUP_SECONDS
     while True:
         try:

@@ -34,11 +34,11 @@ def run(session, actions):
                             timeout=waits + ACTION_SECONDS)
     except hosts.HostError as error:
         if error.status == 400:
-            raise bad_request(str(error)) from None
+            raise bad_request(error.public_message) from None
         if error.status in (404, 501):
-            raise ApiError(error.status, error.code or "not_found", str(error)) from None
+            raise ApiError(error.status, error.code or "not_found", error.public_message) from None
         retry_after = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-        raise ApiError(502, "computer_action_failed", f"The browser could not do it: {error}",
+        raise ApiError(502, "computer_action_failed", f"The browser could not do it: {error.public_message}",
                        headers=retry_after) from None
     return answer["results"]
 

@@ -143,13 +143,14 @@ class HostDriver:
         try:
             hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
         except hosts.HostError as error:
+            logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)
             retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
             if error.status == 400:
-                raise ApiError(400, "bad_request", str(error)) from None
+                raise ApiError(400, "bad_request", error.public_message) from None
             if error.status is None:  # it did not answer at all: it died, and is not yet known as lost
-                raise ApiError(503, "no_browser_host", f"The browser host placed to run it did not answer ({error}); "
-                               "retry: a host that stays silent stops getting sessions.", headers=retry_after) from None
-            raise ApiError(503, "browser_start_failed", f"The browser could not be started: {error}",
+                raise ApiError(503, "no_browser_host", "The browser host placed to run it did not answer; retry: a "
+                               "host that stays silent stops getting sessions.", headers=retry_after) from None
+            raise ApiError(503, "browser_start_failed", f"The browser could not be started: {error.public_message}",
                            headers=retry_after) from None
         base = f"{hosts.public_ws_base()}/browsers/{session.id}"
         return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")

@@ -5,6 +5,7 @@ Not part of the public API: it is left out of the OpenAPI document (the clients 
 and described in docs/operations.md. Authentication skips these paths (app/orgs/auth.py); each view
 finds its host by the bearer credential here.
 """
+import math
 from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, g, request
@@ -12,8 +13,17 @@ from flask import Blueprint, current_app, g, request
 from app.browsers import host_reports, hosts, replays
 from app.core.errors import ApiError, bad_request
 from app.orgs.auth import unauthorized
-from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
+from lantern_wire.hosts import (
+    HEARTBEAT,
+    MAX_REPORT_ITEMS,
+    MAX_UNAVAILABLE_REASON,
+    REGISTER,
+    REPLAYS,
+    REPORTS,
+    STOPPED,
+)
 
+MAX_UNIX_SECONDS = 253402300799  # 9999-12-31T23:59:59Z, the last second a datetime holds
 blp = Blueprint("browser_hosts", __name__)
 
 
@@ -28,7 +38,11 @@ def authenticate_host():
 
 
 def _body(*fields):
-    return host_reports.required(request.get_json(silent=True), *fields)
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:  # not a host's: its bodies nest a few levels
+        raise bad_request("The request body nests too deep.") from None
+    return host_reports.required(body, *fields)
 
 
 def _strings(value):
@@ -45,15 +59,17 @@ def _items(reports):
 
 
 def _control_url(address):
-    """Whether `address` is a plain http(s)://host[:port] (the app calls it with the host's key: nothing else)."""
-    if not isinstance(address, str) or len(address) > 255:
+    """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
+    serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
+    clear to a port that expects TLS."""
+    if not isinstance(address, str) or len(address) > 255 or not address.isascii():
         return False
     parts = urlsplit(address)
     try:
         parts.port  # noqa: B018 - raises ValueError for a port that is not one
     except ValueError:
         return False
-    return (parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.username or parts.password)
+    return (parts.scheme == "http" and bool(parts.hostname) and not (parts.username or parts.password)
             and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
@@ -61,12 +77,13 @@ def _control_url(address):
 def register():
     address, capacity, headful, reason = _body("address", "capacity", "headful", "unavailable_reason")
     if not _control_url(address):
-        raise bad_request("address is the http(s) URL of the host's control API (scheme, host and port only).",
+        raise bad_request("address is the http URL of the host's control API (scheme, host and port only).",
                           field="address")
     if type(capacity) is not int or not 0 <= capacity < 2**31:
         raise bad_request("capacity is a whole number of browsers.", field="capacity")
-    if reason is not None and not isinstance(reason, str):
-        raise bad_request("unavailable_reason is a text or null.", field="unavailable_reason")
+    if reason is not None and not (isinstance(reason, str) and len(reason) <= MAX_UNAVAILABLE_REASON):
+        raise bad_request(f"unavailable_reason is a text of at most {MAX_UNAVAILABLE_REASON} characters, or null.",
+                          field="unavailable_reason")
     return host_reports.register(g.browser_host, address, capacity, bool(headful), reason or None)
 
 
@@ -100,7 +117,9 @@ def replay(replay_id):
     try:
         started_at, finished_at = (float(request.args[name]) for name in ("started_at", "finished_at"))
     except (KeyError, ValueError):
-        raise bad_request("started_at and finished_at are Unix times in seconds.") from None
+        started_at = finished_at = math.nan
+    if not (0 <= started_at <= MAX_UNIX_SECONDS and 0 <= finished_at <= MAX_UNIX_SECONDS):  # (NaN is not)
+        raise bad_request("started_at and finished_at are Unix times in seconds.")
     request.max_content_length = current_app.config["REPLAY_MAX_BYTES"]  # not MAX_CONTENT_LENGTH: videos are large
     status = replays.receive(g.browser_host, replay_id, started_at, finished_at, request.args.get("error"),
                              request.stream)

@@ -19,6 +19,7 @@ from app.browsers.telemetry_settings import session_categories
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, bad_request
+from app.core.text import storable
 from lantern_wire.hosts import (
     BATCHED_KINDS,
     ENDED_BY_HOST_RESTART,
@@ -40,7 +41,8 @@ def register(host, address, capacity, headful, unavailable_reason):
     previous run (which cleaned up: nothing to ask it)."""
     now = clock.now()
     with db.atomic():
-        BrowserHost.update(address=address, capacity=capacity, headful=headful, unavailable_reason=unavailable_reason,
+        BrowserHost.update(address=address, capacity=capacity, headful=headful,
+                           unavailable_reason=unavailable_reason and storable(unavailable_reason),
                            started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
             _end_here(session, ENDED_BY_HOST_RESTART)
@@ -87,13 +89,14 @@ def _apply(host, report):
         return {"status": "ended"}
     try:
         if kind == "telemetry":
-            accepted, dropped, last_seq = telemetry.ingest(session, _events(report["events"]), activity=False,
-                                                           batch=batch, lost=report.get("lost") or 0)
+            events, invalid = _events(report["events"])
+            accepted, dropped, last_seq = telemetry.ingest(session, events, activity=False, batch=batch,
+                                                           lost=(report.get("lost") or 0) + invalid)
             return {"status": "ok", "accepted": accepted, "dropped": dropped, "last_seq": last_seq}
         if kind == "logs":
-            lines = [{"message": line["message"][:MAX_LOG_LINE].replace("\x00", "\ufffd")} for line in report["lines"]]
-            return {"status": "ok", "accepted": logs.ingest(session, report["source"], report["log_name"], lines,
-                                                            activity=False, batch=batch)}
+            lines = [{"message": storable(line["message"][:MAX_LOG_LINE])} for line in report["lines"]]
+            return {"status": "ok", "accepted": logs.ingest(session, report["source"], storable(report["log_name"]),
+                                                            lines, activity=False, batch=batch)}
         if not session.is_active:
             return {"status": "ended"}
         if kind == "activity":
@@ -137,8 +140,9 @@ def _list_of(value, kind):
 
 
 def _events(events):
-    """The events the ingest endpoint would accept; one it would refuse is dropped, said in the log (a host
-    captures only events of the catalogue: one that is not is a defect to see, not a reason to lose the rest)."""
+    """(the events the ingest endpoint would accept, how many it would refuse): one it would refuse is dropped,
+    counted as the session's dropped events and said in the log (a host captures only events of the catalogue:
+    one that is not is a defect to see, not a reason to lose the rest)."""
     now_us = clock.micros(clock.now())
     valid = []
     for event in events:
@@ -146,7 +150,7 @@ def _events(events):
             valid.append(validate_event(event, now_us=now_us))
         except InvalidEvent as error:
             logger.warning("a browser host's %s event was not valid: %s", event.get("type"), error.messages)
-    return valid
+    return valid, len(events) - len(valid)
 
 
 def _end_here(session, reason):

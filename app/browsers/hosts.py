@@ -24,12 +24,12 @@ from app.core.errors import ApiError, bad_request, conflict
 from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
-# Direct HTTP(S) connections only: a host's key goes to that host and nowhere else, and an address a host
-# registered never makes the app read a file (urllib's default opener also opens file:, ftp: and data: URLs).
+# Direct HTTP connections only (a host serves plain HTTP): a host's key goes to that host and nowhere else, and
+# an address a host registered never makes the app read a file (urllib's default opener also opens file:, ftp:
+# and data: URLs).
 _opener = urllib.request.OpenerDirector()
 for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
-                 urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(),
-                 urllib.request.HTTPErrorProcessor()):
+                 urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor()):
     _opener.add_handler(_handler)
 
 
@@ -39,6 +39,15 @@ class HostError(Exception):
     def __init__(self, message, status=None, code=None):
         super().__init__(message)
         self.status, self.code = status, code
+
+    @property
+    def public_message(self):
+        """What a client may be told: the host's own words when it answered as a host does (with a code), else
+        only the status. A host's address, a connection's error and what a service answering in a host's place
+        says stay in the server's log."""
+        if self.code:
+            return str(self)
+        return f"the browser host answered HTTP {self.status}" if self.status else "the browser host did not answer"
 
 
 # -- credentials ---------------------------------------------------------------------------
@@ -55,8 +64,8 @@ def add(name, *, replace=False):
     elif replace:
         BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
     else:
-        raise conflict("browser_host_exists", f"A browser host named {name!r} exists; revoke it first, or replace "
-                       "its credential (--replace).")
+        raise conflict("browser_host_exists", f"A browser host named {name!r} exists: give it a new credential "
+                       "with --replace (a revoked one too), or choose another name.")
     return credential
 
 

@@ -1,21 +1,33 @@
 """Sessions whose browser host stopped heart-beating end (a periodic task of every worker).
 
+A host cannot heart-beat to an app that is down: a worker judges a host's silence only once it has listened
+for a whole BROWSER_HOST_TIMEOUT_SECONDS itself, so restarting every app server (a deploy, an outage) ends
+no session of a host that heart-beats again in that time. A revoked host's sessions end at any time.
+
 Above both the session lifecycle and telemetry, which it uses: in app/browsers/hosts.py, which the
 drivers use, it closed a circle of imports (drivers -> hosts -> sessions -> drivers).
 """
+from datetime import timedelta
+
 from flask import current_app
 
 from app.browsers import control_events, lifecycle, telemetry
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
+from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError
 
 
 def end_sessions_of_lost_hosts():
-    """A host that stopped heart-beating took its browsers with it: their sessions end."""
+    """A host that stopped heart-beating took its browsers with it, and a revoked host's browsers are no longer
+    trusted: their sessions end."""
     timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    listening_since = current_app.extensions.setdefault("lost_hosts_listening_since", clock.now())
+    judging_silence = clock.now() - listening_since >= timedelta(seconds=timeout)
     with db.connection_context():
-        live = BrowserHost.live(timeout).select(BrowserHost.id)
+        kept = BrowserHost.live(timeout) if judging_silence else BrowserHost.select().where(
+            BrowserHost.revoked_at.is_null())
+        live = kept.select(BrowserHost.id)
         orphaned = list(BrowserSession.active().where(BrowserSession.host.is_null(False)
                                                       & BrowserSession.host.not_in(live)))
         names = dict(BrowserHost.select(BrowserHost.id, BrowserHost.name)

@@ -11,6 +11,7 @@ costs no JSON work and no frame parsing. Each relayed connection holds a stream 
 (app/core/streamslots.py), like an event stream. The request's database connection is
 given back before the splice: a CDP connection can last hours.
 """
+import logging
 import os
 import socket
 from urllib.parse import urlsplit
@@ -25,6 +26,7 @@ from app.core.ids import new_id
 from lantern_wire.devtools import DevTools
 from lantern_wire.splice import splice, upgrade_request
 
+logger = logging.getLogger(__name__)
 HANDSHAKE_LIMIT = 64 * 1024
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 # A host advertised at a loopback IP runs on this machine; "localhost" is taken at its word
@@ -94,7 +96,11 @@ def _open_direct(session, target_path):
         endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
     except hosts.HostError:
         raise _unreachable(session) from None
-    devtools = DevTools.from_json(endpoint)
+    try:
+        devtools = DevTools.from_json(endpoint)
+    except ValueError:
+        logger.warning("the browser host of session %s named no browser endpoint: %r", session.id, endpoint)
+        raise _unreachable(session) from None
     if devtools.socket_path and not (type(devtools.owner) is int and devtools.owner not in (0, os.geteuid())):
         return None  # a socket only a sandbox's user owns is opened here; anything else goes through the host
     try:

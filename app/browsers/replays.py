@@ -145,10 +145,10 @@ def prune(retention_seconds):
 
 def _host_refusal(error):
     if error.status == 409:
-        return conflict(error.code or "replay_in_progress", str(error))
+        return conflict(error.code or "replay_in_progress", error.public_message)
     if error.status == 404:
-        return ApiError(404, "not_found", str(error))
-    return ApiError(502, "replay_failed", f"The browser host could not do it: {error}",
+        return ApiError(404, "not_found", error.public_message)
+    return ApiError(502, "replay_failed", f"The browser host could not do it: {error.public_message}",
                     headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
 
 

@@ -1,4 +1,6 @@
 """Browser sessions (/browsers): records, telemetry (ingest, archive, stream) and log streams."""
+import re
+
 from flask import current_app, g, request
 from flask.views import MethodView
 
@@ -14,6 +16,7 @@ from app.orgs.auth import takes_tokens, unauthorized
 
 blp = Blueprint("browsers", __name__, url_prefix="/browsers",
                 description="Browser sessions, their telemetry and their logs.")
+TARGET_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # Chromium's are 32 hex digits
 
 
 def find(session_ref, *, include_deleted=False, activity=True):
@@ -166,7 +169,10 @@ def cdp(session_ref):
 @blp.response(101, description="switching to the WebSocket, relayed to the target")
 def cdp_target(session_ref, target_id):
     """One target of the session's browser over CDP (the webSocketDebuggerUrl of /cdp/json/list)"""
-    return relay.relay(cdp_session(session_ref), f"/devtools/page/{target_id}")
+    session = cdp_session(session_ref)
+    if not TARGET_ID.fullmatch(target_id):  # it goes into the request line to the browser: no CR, LF or space
+        raise ApiError(404, "not_found", f"Browser session {session.id!r} has no target {target_id!r}.")
+    return relay.relay(session, f"/devtools/page/{target_id}")
 
 
 @blp.route("/<session_ref>/cdp/json/version")
@@ -197,7 +203,7 @@ def cdp_targets(session_ref):
 @blp.errorhandler(hosts.HostError)
 def host_unreachable(error):
     """A host that does not answer (or no longer runs the browser) behind a CDP route."""
-    return error_response(502, "browser_host_unreachable", f"The browser's host did not answer: {error}",
+    return error_response(502, "browser_host_unreachable", f"The browser's host did not answer: {error.public_message}",
                           headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
 
 

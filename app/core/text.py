@@ -1,4 +1,5 @@
-"""Text folding for names that compare case- and accent-insensitively."""
+"""Text folding for names that compare case- and accent-insensitively, and text made storable."""
+import re
 import unicodedata
 from urllib.parse import urlparse
 
@@ -22,3 +23,12 @@ def host_of(url_or_host):
         return ""
     host = host.lower().rstrip(".")
     return host.removeprefix("www.")
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text):
+    """`text` with what no database column can hold replaced by U+FFFD: NUL (Postgres text refuses it) and lone
+    UTF-16 surrogates (no UTF-8 encodes them; JSON decodes "\\ud800" to one, and a page's JavaScript makes them)."""
+    return _UNSTORABLE.sub("\ufffd", text)

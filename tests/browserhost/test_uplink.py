@@ -204,3 +204,50 @@ def test_the_client_replaces_a_connection_the_app_closed_and_says_what_went_wron
         AppClient(f"http://127.0.0.1:{free_port()}", "lbh_test").post(REPORTS, {"reports": []})
     with pytest.raises(ValueError):
         AppClient("ftp://example.test", "lbh_test")
+
+
+class Proxy(LocalServer):
+    """A reverse proxy in front of the app that refuses with a page of its own, as nginx does."""
+
+    status = 413
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        handler.answer(self.status, b"<html><body><h1>413 Request Entity Too Large</h1></body></html>", "text/html")
+
+
+@pytest.mark.parametrize("status", [401, 403, 413])
+def test_a_proxys_refusal_in_html_is_a_refusal_not_an_outage(status):
+    """Taken for an outage, it was sent again forever, holding back every later report."""
+    proxy = Proxy()
+    proxy.status = status
+    proxy.start()
+    client = AppClient(proxy.url, "lbh_test")
+    try:
+        with pytest.raises(Refused) as refused:
+            client.post(REPORTS, {"reports": []})
+        assert refused.value.status == status
+    finally:
+        client.close()
+        proxy.stop()
+
+
+def test_a_session_that_left_the_host_is_forgotten():
+    """Its batch numbers and lost count go with it (a host running for months would keep every session's)."""
+    seen = []
+
+    class Recording(FlakyApp):
+        def post(self, path, body):
+            seen.extend(body["reports"])
+            return super().post(path, body)
+
+    reports = Reports(Recording(), limit=3)
+    reports.telemetry("s1", [{"n": 1}])
+    reports.telemetry("s1", [{"n": 2}])  # the queue is full (not started): lost, to be told on its next report
+    reports.forget("s1")
+    reports.start()
+    assert reports.flush(5)
+    reports.telemetry("s1", [{"n": 3}])  # (a session id is never used again; this shows what was kept of it)
+    assert reports.flush(5)
+    assert [(report["batch"], report.get("lost")) for report in seen] == [(1, None), (1, None)]
+    reports.stop()

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from app.browsers import hosts, relay
-from app.browsers.models import BrowserHost, BrowserSession
+from app.browsers.models import BrowserHost, BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import db
-from lantern_wire.hosts import HEARTBEAT, REGISTER, REPORTS, STOPPED, control_key, credential_hash
+from lantern_wire.hosts import HEARTBEAT, REGISTER, REPLAYS, REPORTS, STOPPED, control_key, credential_hash
 from tests.browsers.conftest import REGISTRATION, HostPoster, console, on_host
 
 
@@ -117,7 +117,7 @@ def test_lost_events_and_invalid_ones_are_counted_and_the_rest_kept(app, client,
     [result] = post.reports(telemetry(session_id, 1, console("kept"), {"type": "no_such_event"}, lost=5))
     assert result["status"] == "ok" and result["accepted"] == 1
     with app.app_context(), db.connection_context():
-        assert BrowserSession.get_by_id(session_id).telemetry_dropped == 5
+        assert BrowserSession.get_by_id(session_id).telemetry_dropped == 5 + 1
 
 
 def test_a_host_reports_for_its_own_sessions_only(app, client, add_host, new_browser):
@@ -172,7 +172,41 @@ def test_registering_checks_its_body(add_host):
     _, post = add_host("h1", register=False)
     assert post(REGISTER, {"address": "x"}).status_code == 400
     assert post(REGISTER, dict(REGISTRATION, capacity=-1)).status_code == 400
+    assert post(REGISTER, dict(REGISTRATION, unavailable_reason="x" * 2001)).status_code == 400
     assert post(REPORTS, {"reports": "no"}).status_code == 400
+
+
+@pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, REPORTS])
+def test_a_body_nested_past_the_parsers_depth_is_a_400(add_host, path):
+    _, post = add_host("h1", register=False)
+    answer = post.client.post(path, data="[" * 100_000 + "]" * 100_000, content_type="application/json",
+                              headers={"Authorization": f"Bearer {post.credential}"})
+    assert answer.status_code == 400
+
+
+def test_text_no_column_holds_is_stored_replaced_not_a_500(app, client, add_host, new_browser):
+    """A page's JavaScript makes lone surrogates, and JSON carries them ("\\ud800"): a host's report that has one
+    must not fail, as a 500 would hold back every later report of the host."""
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    lines = {"session_id": session_id, "kind": "logs", "batch": 1, "source": "supervisor", "log_name": "chromium\ud800",
+             "lines": [{"message": "half a pair \ud800 and a NUL \x00"}]}
+    assert post.reports(lines) == [{"status": "ok", "accepted": 1}]
+    assert post(REGISTER, dict(REGISTRATION, unavailable_reason="no \udfff here")).status_code == 200
+    with app.app_context(), db.connection_context():
+        [line] = BrowserLogLine.select().where(BrowserLogLine.session == session_id)
+        assert (line.message, line.log_name) == ("half a pair \ufffd and a NUL \ufffd", "chromium\ufffd")
+        assert BrowserHost.get(BrowserHost.name == "h1").unavailable_reason == "no \ufffd here"
+
+
+@pytest.mark.parametrize("times", ["started_at=nan&finished_at=1", "started_at=1&finished_at=inf",
+                                   "started_at=1e20&finished_at=1", "started_at=-1&finished_at=1", "started_at=1"])
+def test_a_replays_times_are_unix_seconds(add_host, times):
+    _, post = add_host("h1")
+    answer = post.client.put(f"{REPLAYS}/no-such-replay?{times}", data=b"",
+                             headers={"Authorization": f"Bearer {post.credential}"})
+    assert answer.status_code == 400 and "Unix times" in answer.get_json()["message"]
 
 
 def test_heartbeats_are_for_registered_sessions_of_the_host_only(app, client, add_host, new_browser):
@@ -188,11 +222,12 @@ def unfrozen():
     clock.unfreeze()
 
 
-@pytest.mark.parametrize("address", ["file:///etc/passwd#", "ftp://127.0.0.1/", "http://user:pw@127.0.0.1:1",
-                                     "http://127.0.0.1:1/path", "http://127.0.0.1:1?x=1", "http://", "http://h:99999",
-                                     "http://" + "h" * 300, 12])
+@pytest.mark.parametrize("address", ["file:///etc/passwd#", "ftp://127.0.0.1/", "https://127.0.0.1:1",
+                                     "http://user:pw@127.0.0.1:1", "http://127.0.0.1:1/path", "http://127.0.0.1:1?x=1",
+                                     "http://", "http://h:99999", "http://" + "h" * 300, "http://\ud800:1", 12])
 def test_a_host_registers_at_a_plain_http_address_only(add_host, address):
-    """The app calls a host's address with its key: never a file, a path of another service, or userinfo."""
+    """The app calls a host's address with its key: never a file, a path of another service, or userinfo; and over
+    plain HTTP only, as a host serves it (the relay would send the key in clear to an https address's port)."""
     _, post = add_host("h1", register=False)
     answer = post(REGISTER, dict(REGISTRATION, address=address))
     assert answer.status_code == 400 and answer.get_json()["details"][0]["field"] == "address"
@@ -259,6 +294,23 @@ def test_the_relay_connects_to_no_socket_a_host_names_unless_a_sandbox_user_owns
             listener.accept()  # nothing connected
     finally:
         listener.close()
+
+
+def test_a_target_id_that_is_not_one_is_404_before_anything_is_relayed(app, client, new_browser, monkeypatch):
+    """The id goes into the request line to the browser: a CR LF in it would add lines of the client's."""
+    from app.browsers import views
+    from app.browsers.drivers import HostDriver
+
+    session_id = new_browser()["session_id"]
+    with app.app_context(), db.connection_context():
+        BrowserSession.update(driver=HostDriver.name).where(BrowserSession.id == session_id).execute()
+    relayed = []
+    monkeypatch.setattr(views.relay, "relay", lambda session, path: relayed.append(path) or ("", 204))
+    upgrade = {"Upgrade": "websocket", "Connection": "Upgrade"}
+    assert client.get(f"/browsers/{session_id}/cdp/devtools/page/x%0D%0AX-Injected:%20yes",
+                      headers=upgrade).status_code == 404
+    assert client.get(f"/browsers/{session_id}/cdp/devtools/page/0A1B2C3D", headers=upgrade).status_code == 204
+    assert relayed == ["/devtools/page/0A1B2C3D"]
 
 
 def test_a_hosts_answered_calls_are_logged_at_debug_and_its_refused_ones_at_info(caplog, add_host):

@@ -10,6 +10,7 @@ from app.core.db import db
 from app.orgs.models import Organization
 from tests.browsers.conftest import console
 from tests.conftest import client_for
+from tests.fakes import LocalServer
 
 REQUIRED = {"session_id", "cdp_ws_url", "webdriver_ws_url", "created_at", "headless", "stealth", "timeout_seconds",
             "memory", "region"}
@@ -462,6 +463,40 @@ def test_a_host_that_died_but_still_looks_live_gives_no_browser_host_not_a_faile
     assert [session["end_reason"] for session in ended] == ["launch_failed"]
 
 
+class AnswersAsAHost(LocalServer):
+    """A service at a host's address: answering POST /sessions as a host does (with a code), or not."""
+
+    answer = {}
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        handler.answer(400, self.answer)
+
+
+@pytest.mark.parametrize("answer, told", [
+    ({"code": "bad_request", "message": "headless false needs Xvfb on the browser host"},
+     "headless false needs Xvfb on the browser host"),
+    ({"message": "internal service: db_password=hunter2"}, "the browser host answered HTTP 400"),
+], ids=["a-host", "another-service"])
+def test_a_client_is_told_a_hosts_own_words_only(make_app, make_org, answer, told):
+    """A stolen host credential can register any address: what answers there must not reach clients, nor may the
+    host's address or a connection's error."""
+    from app.browsers.models import BrowserHost
+
+    app = make_app(BROWSER_DRIVER="host")
+    service = AnswersAsAHost()
+    service.answer = answer
+    service.start()
+    try:
+        with app.app_context(), db.connection_context():
+            hosts.add("h1")
+            BrowserHost.update(address=service.url, capacity=2, heartbeat_at=clock.now()).execute()
+        response = client_for(app, make_org().plaintext).post("/browsers", json={"headless": True})
+    finally:
+        service.stop()
+    assert response.status_code == 400 and response.get_json()["message"] == told
+
+
 def test_cdp_urls_follow_the_public_base_url(make_app):
     app = make_app(PUBLIC_BASE_URL="https://lantern.example.com/")
     with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):
@@ -472,6 +507,39 @@ def test_cdp_urls_follow_the_public_base_url(make_app):
 
 
 # -- lost browser hosts -----------------------------------------------------------------------
+
+def listened_for_a_timeout(app):
+    """The worker's first sweep, then a host timeout later: from then on its sweeps judge hosts."""
+    clock.freeze(clock.now())
+    with app.app_context():
+        lost_hosts.end_sessions_of_lost_hosts()
+    clock.advance(seconds=app.config["BROWSER_HOST_TIMEOUT_SECONDS"])
+
+
+def test_a_host_silent_while_the_app_was_down_is_not_lost_if_it_heart_beats_once_the_app_listens(app, client):
+    """A host cannot heart-beat to an app that is down: after a restart of every app server its hosts have a
+    whole timeout to be heard again, and only one that stays silent loses its sessions."""
+    from app.browsers.models import BrowserHost, BrowserSession
+
+    sessions = [client.post("/browsers", json={}).get_json()["session_id"] for _ in range(2)]
+    with app.app_context(), db.connection_context():
+        back, gone = (BrowserHost.create(name=name, address="http://127.0.0.1:1", capacity=2,
+                                         heartbeat_at=clock.now() - timedelta(minutes=5)) for name in ("back", "gone"))
+        for host, session_id in zip((back, gone), sessions, strict=True):
+            BrowserSession.update(host=host.id).where(BrowserSession.id == session_id).execute()
+    clock.freeze(clock.now())
+    with app.app_context():
+        lost_hosts.end_sessions_of_lost_hosts()  # the app has just started: both were silent while it was down
+    assert all(client.get(f"/browsers/{session_id}").status_code == 200 for session_id in sessions)
+    clock.advance(seconds=2)
+    with app.app_context(), db.connection_context():
+        BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == back.id).execute()
+    clock.advance(seconds=app.config["BROWSER_HOST_TIMEOUT_SECONDS"] - 2)
+    with app.app_context():
+        lost_hosts.end_sessions_of_lost_hosts()
+    assert client.get(f"/browsers/{sessions[0]}").status_code == 200
+    assert client.get(f"/browsers/{sessions[1]}?include_deleted=true").get_json()["end_reason"] == "host_lost"
+
 
 def test_a_lost_host_ends_its_session_with_one_system_event_when_workers_sweep_at_once(app, client, monkeypatch):
     """Every worker sweeps for lost hosts; a second sweep that runs while the first is ending the
@@ -492,6 +560,7 @@ def test_a_lost_host_ends_its_session_with_one_system_event_when_workers_sweep_a
         return end(session, *args, **kwargs)
 
     monkeypatch.setattr(lifecycle, "end", end_after_another_sweep)
+    listened_for_a_timeout(app)
     with app.app_context():
         lost_hosts.end_sessions_of_lost_hosts()
     assert swept_again
