@@ -106,7 +106,7 @@ upgrade-check:
 run: install browser-packages
 	$(FLASK) db upgrade
 	$(FLASK) orgs init
-	@credential="$$($(FLASK) browsers hosts add local --replace --quiet)" || exit 1; \
+	@credential="$$($(FLASK) browsers hosts add local --address http://127.0.0.1:$(BROWSER_HOST_PORT) --replace --quiet)" || exit 1; \
 	$(BIN)/gunicorn --config gunicorn.conf.py --workers $(WORKERS) \
 		--worker-connections $(WORKER_CONNECTIONS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app & app=$$!; \
 	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; while kill -0 $$app 2>/dev/null; do \

@@ -95,7 +95,7 @@ class DefaultConfig:
     # Retry-After of a 429 when a session cap is reached.
     BROWSER_RETRY_AFTER_SECONDS = 5
     # Browser hosts (browserhost/, its own program with its own settings: browserhost/settings.py;
-    # app/browsers/hosts.py): each is added with a credential (`flask browsers hosts add NAME`) and
+    # app/browsers/hosts.py): each is added with a credential (`flask browsers hosts add NAME --address URL`) and
     # heart-beats every BROWSER_HOST_HEARTBEAT_SECONDS (the app tells it at registration); one silent
     # for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new sessions; its sessions end). The app waits
     # BROWSER_HOST_START_SECONDS for a browser to start.

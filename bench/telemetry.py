@@ -274,7 +274,8 @@ def run_host_ingest(args):
         env["LANTERN_BROWSER_HOST_TIMEOUT_SECONDS"] = "3600"
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@example.test").split()[-1]
-        credential = run_cli(env, "browsers", "hosts", "add", "bench-host", "--quiet").strip()
+        credential = run_cli(env, "browsers", "hosts", "add", "bench-host", "--address", "http://127.0.0.1:1",
+                             "--quiet").strip()
         os.environ.update({name: value for name, value in env.items() if name.startswith("LANTERN_")})
         from app import create_app
         from app.browsers.models import BrowserHost, BrowserSession

@@ -190,7 +190,8 @@ class BrowserHostServer:
     def refused(self, status):
         """The app refuses this host's credential (revoked): nothing it runs can be reported; it stops."""
         logger.error("the app refuses this host's credential (HTTP %s: revoked?); stopping every browser. Add the "
-                     "host again (flask browsers hosts add NAME --replace) and start it with the new credential.",
+                     "host again (flask browsers hosts add NAME --address URL --replace) and start it with the new "
+                     "credential.",
                      status)
         self.exit_status = CREDENTIAL_REFUSED
         threading.Thread(target=self.shutdown, daemon=True).start()

@@ -1,8 +1,9 @@
 """The contract between the app and its browser hosts: the app's internal API for hosts, how a host's
 credential authorises both directions, and the values both sides name (end reasons, categories).
 
-A host credential is created by the app (`flask browsers hosts add NAME`), shown once and stored
-hashed. The host sends it as a bearer token on every call to the app's internal API. The app calls
+A host credential is created by the app (`flask browsers hosts add NAME --address URL`), shown once and
+stored hashed; it registers at that address only. The host sends it as a bearer token on every call to the
+app's internal API. The app calls
 the host's control API with a key derived from it (`control_key`), kept encrypted by the app: so a
 stolen credential opens that one host and the internal API as that host, never another host, and
 the database alone (without the encryption keys) opens neither.
@@ -10,7 +11,8 @@ the database alone (without the encryption keys) opens neither.
 The internal API (JSON; every answer's error shape is the public API's {"code", "message"}):
 
     POST /internal/browser-hosts/register   {"address", "capacity", "headful", "unavailable_reason"}
-         -> {"name", "heartbeat_seconds"}    sessions the app still gives this host end host_restarted
+         -> {"name", "heartbeat_seconds"}    sessions the app still gives this host end host_restarted;
+         403 when the address is not the one the host was added with
     POST /internal/browser-hosts/heartbeat  {"sessions": [ids running], "active": [ids with CDP clients]}
          -> {"stop": [ids that ended without the host being told],
              "categories": {id: [telemetry categories to capture]}}

@@ -226,7 +226,8 @@ def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise=
     cannot sandbox, browsers run without (the isolation tests skip, saying why). The caller stops it.
     """
     port = port or free_port()
-    credential = run_cli(env, "browsers", "hosts", "add", name, "--replace", "--quiet").strip()
+    credential = run_cli(env, "browsers", "hosts", "add", name, "--address", f"http://{advertise}:{port}", "--replace",
+                         "--quiet").strip()
     log_path = Path(workdir) / f"host-{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(

@@ -35,14 +35,16 @@ browsers_cli.add_command(hosts_cli)
 
 @hosts_cli.command("add")
 @click.argument("name")
-@click.option("--replace", is_flag=True, help="Give an existing (or revoked) host a new credential; the old one "
-              "stops working.")
+@click.option("--address", required=True, help="The http URL the app reaches the host at, as the host advertises it "
+              "(--advertise), such as http://10.0.0.12:8790: its credential registers there only.")
+@click.option("--replace", is_flag=True, help="Give an existing (or revoked) host a new credential and address; the "
+              "old credential stops working.")
 @click.option("--quiet", is_flag=True, help="Print the credential alone (for scripts such as make run).")
-def hosts_add_command(name, replace, quiet):
+def hosts_add_command(name, address, replace, quiet):
     """Add a browser host and print its credential (shown once; only its hash is kept)."""
     with db.connection_context():
         try:
-            credential = hosts.add(name, replace=replace)
+            credential = hosts.add(name, address, replace=replace)
         except ApiError as error:
             raise click.ClickException(error.message) from None
     if quiet:
@@ -51,7 +53,7 @@ def hosts_add_command(name, replace, quiet):
     click.echo(f"Browser host {name!r}: its credential, shown once (keep it as a secret of that machine):\n")
     click.echo(f"    {credential}\n")
     click.echo("Start the host with it: LANTERN_BROWSER_HOST_CREDENTIAL=<credential> LANTERN_APP_URL=<this app's URL> "
-               "python -m browserhost --bind ADDRESS:PORT (docs/operations.md).")
+               f"python -m browserhost --bind ADDRESS:PORT --advertise {address} (docs/operations.md).")
 
 
 @hosts_cli.command("list")
@@ -61,7 +63,7 @@ def hosts_list_command():
     with db.connection_context():
         rows = hosts.listing(timeout)
     if not rows:
-        click.echo("No browser host. Add one: flask --app app browsers hosts add NAME")
+        click.echo("No browser host. Add one: flask --app app browsers hosts add NAME --address http://HOST:PORT")
     for row in rows:
         click.echo(f"{row['name']:<24} {row['state']:<8} {row['address'] or '-':<28} capacity {row['capacity']:<4} "
                    f"sessions {row['sessions']:<4} heartbeat {row['heartbeat_at']}"

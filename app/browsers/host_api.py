@@ -6,7 +6,6 @@ and described in docs/operations.md. Authentication skips these paths (app/orgs/
 finds its host by the bearer credential here.
 """
 import math
-from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, g, request
 
@@ -58,27 +57,11 @@ def _items(reports):
     return count
 
 
-def _control_url(address):
-    """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
-    serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
-    clear to a port that expects TLS."""
-    if not isinstance(address, str) or len(address) > 255 or not address.isascii():
-        return False
-    parts = urlsplit(address)
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port that is not one
-    except ValueError:
-        return False
-    return (parts.scheme == "http" and bool(parts.hostname) and not (parts.username or parts.password)
-            and parts.path in ("", "/") and not parts.query and not parts.fragment)
-
-
 @blp.post(REGISTER)
 def register():
     address, capacity, headful, reason = _body("address", "capacity", "headful", "unavailable_reason")
-    if not _control_url(address):
-        raise bad_request("address is the http URL of the host's control API (scheme, host and port only).",
-                          field="address")
+    if not hosts.control_url(address):
+        raise bad_request(f"address is {hosts.CONTROL_URL}.", field="address")
     if type(capacity) is not int or not 0 <= capacity < 2**31:
         raise bad_request("capacity is a whole number of browsers.", field="capacity")
     if reason is not None and not (isinstance(reason, str) and len(reason) <= MAX_UNAVAILABLE_REASON):

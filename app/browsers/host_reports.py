@@ -18,7 +18,7 @@ from app.browsers.models import BrowserHost, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core import clock
 from app.core.db import db
-from app.core.errors import ApiError, bad_request
+from app.core.errors import ApiError, bad_request, forbidden
 from app.core.text import storable
 from lantern_wire.hosts import (
     BATCHED_KINDS,
@@ -37,8 +37,13 @@ LOG_SOURCES = ("path", "supervisor")
 
 
 def register(host, address, capacity, headful, unavailable_reason):
-    """A host (re)starting: where it is and what it can take. Whatever the app still gives it died with its
-    previous run (which cleaned up: nothing to ask it)."""
+    """A host (re)starting: what it can take, at the address it was added with. Whatever the app still gives it
+    died with its previous run (which cleaned up: nothing to ask it)."""
+    address = address.rstrip("/")
+    if host.address and address != host.address:  # (a host added before addresses were given takes its first)
+        raise forbidden(f"Browser host {host.name} was added at {host.address}, not {address}: start it with "
+                        f"--advertise {host.address}, or give it its new address (flask browsers hosts add "
+                        f"{host.name} --replace --address {address}).")
     now = clock.now()
     with db.atomic():
         BrowserHost.update(address=address, capacity=capacity, headful=headful,

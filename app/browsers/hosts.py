@@ -13,6 +13,7 @@ import logging
 import secrets
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
 from flask import current_app
 from peewee import fn
@@ -52,15 +53,37 @@ class HostError(Exception):
 
 # -- credentials ---------------------------------------------------------------------------
 
-def add(name, *, replace=False):
-    """A new credential for the host `name` (added when new; with `replace`, an existing host's credential
-    is replaced and a revoked one is let in again); shown once, only its hash and the control key kept."""
+CONTROL_URL = "the http URL of the host's control API, as it advertises it (scheme, host and port only)"
+
+
+def control_url(address):
+    """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
+    serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
+    clear to a port that expects TLS."""
+    if not isinstance(address, str) or len(address) > 255 or not address.isascii():
+        return False
+    parts = urlsplit(address)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and bool(parts.hostname) and not (parts.username or parts.password)
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
+
+
+def add(name, address, *, replace=False):
+    """A new credential for the host `name` at `address` (added when new; with `replace`, an existing host's
+    credential and address are replaced and a revoked one is let in again); shown once, only its hash and the
+    control key kept. The host registers at `address` only: a credential taken elsewhere cannot point the
+    app's calls, and new sessions, at an address of the taker's."""
+    if not control_url(address):
+        raise bad_request(f"--address is {CONTROL_URL}, such as http://10.0.0.12:8790.", field="address")
     credential = "lbh_" + secrets.token_urlsafe(32)
     fields = {"credential_hash": credential_hash(credential), "control_key": crypto.encrypt(control_key(credential)),
-              "revoked_at": None}
+              "revoked_at": None, "address": address.rstrip("/")}
     host = BrowserHost.get_or_none(BrowserHost.name == name)
     if host is None:
-        BrowserHost.create(name=name, address="", capacity=0, heartbeat_at=clock.EPOCH, **fields)
+        BrowserHost.create(name=name, capacity=0, heartbeat_at=clock.EPOCH, **fields)
     elif replace:
         BrowserHost.update(**fields).where(BrowserHost.id == host.id).execute()
     else:

@@ -60,7 +60,7 @@ def add_host(app):
     """add_host(name) -> (credential, a test client posting with it), the host registered."""
     def add(name="h1", register=True):
         with app.app_context(), db.connection_context():
-            credential = hosts.add(name)
+            credential = hosts.add(name, REGISTRATION["address"])
         poster = HostPoster(app.test_client(), credential)
         if register:
             assert poster(REGISTER, REGISTRATION).status_code == 200

@@ -68,13 +68,34 @@ def test_a_revoked_host_is_refused_and_its_sessions_end_host_lost(app, client, a
 
 def test_hosts_add_prints_the_credential_once_and_replace_makes_a_new_one(app):
     runner = app.test_cli_runner()
-    first = runner.invoke(args=["browsers", "hosts", "add", "h2", "--quiet"])
+    at = ["--address", REGISTRATION["address"]]
+    first = runner.invoke(args=["browsers", "hosts", "add", "h2", *at, "--quiet"])
     assert first.exit_code == 0 and first.output.startswith("lbh_")
-    again = runner.invoke(args=["browsers", "hosts", "add", "h2"])
+    again = runner.invoke(args=["browsers", "hosts", "add", "h2", *at])
     assert again.exit_code == 1 and "--replace" in again.output
-    replaced = runner.invoke(args=["browsers", "hosts", "add", "h2", "--replace"])
+    replaced = runner.invoke(args=["browsers", "hosts", "add", "h2", *at, "--replace"])
     assert replaced.exit_code == 0 and first.output.strip() not in replaced.output
     assert HostPoster(app.test_client(), first.output.strip())(REGISTER, REGISTRATION).status_code == 401
+    unplaced = runner.invoke(args=["browsers", "hosts", "add", "h3"])
+    assert unplaced.exit_code == 2 and "--address" in unplaced.output
+    elsewhere = runner.invoke(args=["browsers", "hosts", "add", "h3", "--address", "https://10.0.0.12:8790"])
+    assert elsewhere.exit_code == 1 and "http URL" in elsewhere.output
+
+
+def test_a_credential_registers_only_at_the_address_its_host_was_added_with(app, add_host):
+    """Taken elsewhere, a host's credential cannot point the app's calls (with the host's key) and new sessions at
+    an address of the taker's."""
+    _, post = add_host("h1", register=False)
+    moved = post(REGISTER, dict(REGISTRATION, address="http://10.9.9.9:8790"))
+    assert moved.status_code == 403 and "--advertise http://127.0.0.1:8790" in moved.get_json()["message"]
+    with app.app_context(), db.connection_context():
+        host = BrowserHost.get(BrowserHost.name == "h1")
+        assert (host.address, host.heartbeat_at) == (REGISTRATION["address"], clock.EPOCH)  # not registered
+    assert post(REGISTER, dict(REGISTRATION, address=REGISTRATION["address"] + "/")).status_code == 200
+    runner = app.test_cli_runner()
+    runner.invoke(args=["browsers", "hosts", "add", "h1", "--address", "http://10.9.9.9:8790", "--replace"])
+    with app.app_context(), db.connection_context():
+        assert BrowserHost.get(BrowserHost.name == "h1").address == "http://10.9.9.9:8790"
 
 
 def test_a_heartbeat_touches_sessions_with_clients_and_says_what_to_stop_and_capture(app, client, add_host,
@@ -236,7 +257,7 @@ def test_a_host_registers_at_a_plain_http_address_only(add_host, address):
 def test_the_app_opens_no_other_scheme_than_http_for_a_host(app, tmp_path):
     (tmp_path / "leak.json").write_text('{"Browser": "a file of the app server"}')
     with app.app_context(), db.connection_context():
-        hosts.add("odd")
+        hosts.add("odd", "http://127.0.0.1:1")
         host = BrowserHost.get(BrowserHost.name == "odd")
     host.address = f"file://{tmp_path}/leak.json#"
     with app.app_context(), pytest.raises(hosts.HostError):

@@ -489,7 +489,7 @@ def test_a_client_is_told_a_hosts_own_words_only(make_app, make_org, answer, tol
     service.start()
     try:
         with app.app_context(), db.connection_context():
-            hosts.add("h1")
+            hosts.add("h1", service.url)
             BrowserHost.update(address=service.url, capacity=2, heartbeat_at=clock.now()).execute()
         response = client_for(app, make_org().plaintext).post("/browsers", json={"headless": True})
     finally:
