@@ -382,9 +382,12 @@ class BrowserHostServer:
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
 
     def note(self, hosted, message, level=logging.INFO):
-        """One line of this host's own log about the session (`supervisor_process=browser-host`)."""
+        """One line of this host's own log about the session (`supervisor_process=browser-host`); once the session
+        has left this host (a recording saved, a client gone after its end), of this host's log alone: the app
+        keeps no line of an ended session."""
         logger.log(level, "session %s: %s", hosted.session_id, message)
-        self.reports.logs(hosted.session_id, "supervisor", HOST_LOG, [{"message": message}])
+        if self.hosted.get(hosted.session_id) is hosted:
+            self.reports.logs(hosted.session_id, "supervisor", HOST_LOG, [{"message": message}])
 
     @staticmethod
     def _unpack(folder, archive_b64):
