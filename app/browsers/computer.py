@@ -40,6 +40,8 @@ def run(session, actions):
         retry_after = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
         raise ApiError(502, "computer_action_failed", f"The browser could not do it: {error.public_message}",
                        headers=retry_after) from None
+    if not isinstance(answer.get("results"), list):
+        raise ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.")
     return answer["results"]
 
 

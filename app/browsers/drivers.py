@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+import marshmallow as ma
 from flask import current_app
 
 from app.browsers import hosts
@@ -177,8 +178,12 @@ class HostDriver:
             if error.status != 404:  # 404: the host no longer runs it (restarted, or stopped twice)
                 logger.warning("browser host could not stop session %s: %s", session.id, error)
             return
-        if save and answer and answer.get("profile_state") is not None:
-            save_profile_state(session.profile_id, answer["profile_state"])
+        if save and answer.get("profile_state") is not None:
+            try:
+                save_profile_state(session.profile_id, answer["profile_state"])
+            except ma.ValidationError as error:  # the profile keeps its state: the session ends all the same
+                logger.warning("browser host sent a profile state of session %s that is not one: %s", session.id,
+                               error.messages)
 
 
     def telemetry_changed(self, session):

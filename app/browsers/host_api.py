@@ -44,8 +44,8 @@ def _body(*fields):
     return host_reports.required(body, *fields)
 
 
-def _strings(value):
-    return isinstance(value, list) and len(value) <= MAX_REPORT_ITEMS and all(isinstance(item, str) for item in value)
+def _session_ids(value):
+    return isinstance(value, list) and len(value) <= MAX_REPORT_ITEMS and all(map(host_reports.is_session_id, value))
 
 
 def _items(reports):
@@ -73,7 +73,7 @@ def register():
 @blp.post(HEARTBEAT)
 def heartbeat():
     running, active = _body("sessions", "active")
-    if not (_strings(running) and _strings(active)):
+    if not (_session_ids(running) and _session_ids(active)):
         raise bad_request(f"sessions and active are lists of at most {MAX_REPORT_ITEMS} session ids.")
     return host_reports.heartbeat(g.browser_host, running, active)
 

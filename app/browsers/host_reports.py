@@ -7,6 +7,7 @@ a telemetry or log report carries the session's next batch number, and one appli
 without being applied again, so a host that did not hear an answer sends the batch again safely.
 """
 import logging
+import re
 from datetime import timedelta
 
 import marshmallow as ma
@@ -19,7 +20,7 @@ from app.browsers.telemetry_settings import session_categories
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, bad_request, forbidden
-from app.core.text import storable
+from app.core.text import one_line, storable
 from lantern_wire.hosts import (
     BATCHED_KINDS,
     ENDED_BY_HOST_RESTART,
@@ -30,6 +31,7 @@ from lantern_wire.hosts import (
 from lantern_wire.telemetry import InvalidEvent, validate_event
 
 MAX_INT64 = 2**63 - 1
+SESSION_ID = re.compile(r"[a-z0-9]{1,64}")  # app.core.ids.new_id's, and room to spare
 
 logger = logging.getLogger(__name__)
 MAX_LOG_LINE = 64 * 1024
@@ -40,14 +42,15 @@ def register(host, address, capacity, headful, unavailable_reason):
     """A host (re)starting: what it can take, at the address it was added with. Whatever the app still gives it
     died with its previous run (which cleaned up: nothing to ask it)."""
     address = address.rstrip("/")
-    if host.address and address != host.address:  # (a host added before addresses were given takes its first)
-        raise forbidden(f"Browser host {host.name} was added at {host.address}, not {address}: start it with "
-                        f"--advertise {host.address}, or give it its new address (flask browsers hosts add "
-                        f"{host.name} --replace --address {address}).")
+    if address != host.address:
+        added = (f"was added at {host.address}, not {address}: start it with --advertise {host.address}, or give "
+                 "it its new address" if host.address else "was added before hosts had addresses: give it one")
+        raise forbidden(f"Browser host {host.name} {added} (flask browsers hosts add {host.name} --replace --address "
+                        f"{address}).")
     now = clock.now()
     with db.atomic():
         BrowserHost.update(address=address, capacity=capacity, headful=headful,
-                           unavailable_reason=unavailable_reason and storable(unavailable_reason),
+                           unavailable_reason=unavailable_reason and one_line(unavailable_reason),
                            started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
             _end_here(session, ENDED_BY_HOST_RESTART)
@@ -122,8 +125,8 @@ def _checked(report):
     if not isinstance(report, dict) or report.get("kind") not in REPORT_KINDS:
         raise ma.ValidationError(f"kind must be one of {', '.join(REPORT_KINDS)}")
     kind, session_id, batch = report["kind"], report.get("session_id"), report.get("batch")
-    if not isinstance(session_id, str):
-        raise ma.ValidationError("session_id must be a string")
+    if not is_session_id(session_id):
+        raise ma.ValidationError("session_id must be a session's id")
     if kind in BATCHED_KINDS and not (type(batch) is int and 0 < batch <= MAX_INT64):
         raise ma.ValidationError("batch must be a positive 64-bit integer")
     if kind == "telemetry" and not (_list_of(report.get("events"), dict)
@@ -140,6 +143,10 @@ def _checked(report):
     return kind, session_id, batch
 
 
+def is_session_id(value):
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+
+
 def _list_of(value, kind):
     return isinstance(value, list) and len(value) <= MAX_REPORT_LINES and all(isinstance(v, kind) for v in value)
 
@@ -154,7 +161,7 @@ def _events(events):
         try:
             valid.append(validate_event(event, now_us=now_us))
         except InvalidEvent as error:
-            logger.warning("a browser host's %s event was not valid: %s", event.get("type"), error.messages)
+            logger.warning("a browser host's %r event was not valid: %r", event.get("type"), error.messages)
     return valid, len(events) - len(valid)
 
 

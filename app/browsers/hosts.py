@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 import urllib.error
 import urllib.request
@@ -25,6 +26,10 @@ from app.core.errors import ApiError, bad_request, conflict
 from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
+# What the app takes of a host's answer: a profile's state is the largest; a refusal's code and message.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+HOST_CODE = re.compile(r"[a-z_]{1,64}")
+MAX_MESSAGE = 1000
 # Direct HTTP connections only (a host serves plain HTTP): a host's key goes to that host and nowhere else, and
 # an address a host registered never makes the app read a file (urllib's default opener also opens file:, ftp:
 # and data: URLs).
@@ -60,7 +65,7 @@ def control_url(address):
     """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
     serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
     clear to a port that expects TLS."""
-    if not isinstance(address, str) or len(address) > 255 or not address.isascii():
+    if not isinstance(address, str) or len(address) > 255 or not (address.isascii() and address.isprintable()):
         return False
     parts = urlsplit(address)
     try:
@@ -195,19 +200,36 @@ def _load(host_ids):
 
 # -- the control API ---------------------------------------------------------------------------
 
-def call(host, method, path, body=None, *, timeout):
-    """The host's JSON answer to `method path`; HostError when it cannot be reached or refuses."""
+def call(host, method, path, body=None, *, timeout, returns=dict):
+    """The host's JSON answer to `method path`, of type `returns` (an object; Chromium's target list is a list);
+    HostError when it cannot be reached, refuses, or answers what a host does not (the app reads at most
+    MAX_ANSWER_BYTES: a profile's state is the largest answer)."""
     data = None if body is None else json.dumps(body).encode()
     outgoing = urllib.request.Request(host.address.rstrip("/") + path, data=data, method=method, headers={
         "Authorization": control_authorization(host), "Content-Type": "application/json"})
     try:
         with _opener.open(outgoing, timeout=timeout) as response:
-            return json.loads(response.read() or b"null")
+            answer = json.loads(_read(response))
     except urllib.error.HTTPError as error:
         try:
-            answer = json.loads(error.read())
+            refusal = json.loads(_read(error))
         except ValueError:
-            answer = {}
-        raise HostError(answer.get("message") or f"HTTP {error.code}", error.code, answer.get("code")) from None
+            refusal = None
+        refusal = refusal if isinstance(refusal, dict) else {}
+        message, code = refusal.get("message"), refusal.get("code")
+        if not (isinstance(code, str) and HOST_CODE.fullmatch(code)):
+            code = None  # not a host's answer: a client is told its status alone (HostError.public_message)
+        message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {error.code}"
+        raise HostError(message, error.code, code) from None
     except (OSError, ValueError) as error:
         raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}") from None
+    if not isinstance(answer, returns):
+        raise HostError(f"browser host {host.name} answered {method} {path} with a JSON {type(answer).__name__}")
+    return answer
+
+
+def _read(response):
+    data = response.read(MAX_ANSWER_BYTES + 1)
+    if len(data) > MAX_ANSWER_BYTES:
+        raise ValueError(f"an answer past {MAX_ANSWER_BYTES} bytes")
+    return data or b"null"

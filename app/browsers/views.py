@@ -196,8 +196,11 @@ def cdp_targets(session_ref):
     """The browser's targets (pages, workers), each with a WebSocket URL through this relay"""
     session = cdp_session(session_ref)
     driver = driver_named(HostDriver.name)
+    targets = hosts.call(session.host, "GET", f"/sessions/{session.id}/json/list", timeout=10, returns=list)
+    if not all(isinstance(target, dict) and TARGET_ID.fullmatch(str(target.get("id"))) for target in targets):
+        raise hosts.HostError(f"the browser host of session {session.id} answered a target list that is not one")
     return [dict(target, webSocketDebuggerUrl=driver.cdp_ws_url(session, f"/devtools/page/{target['id']}"))
-            for target in hosts.call(session.host, "GET", f"/sessions/{session.id}/json/list", timeout=10)]
+            for target in targets]
 
 
 @blp.errorhandler(hosts.HostError)

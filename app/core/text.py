@@ -26,9 +26,16 @@ def host_of(url_or_host):
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def storable(text):
     """`text` with what no database column can hold replaced by U+FFFD: NUL (Postgres text refuses it) and lone
     UTF-16 surrogates (no UTF-8 encodes them; JSON decodes "\\ud800" to one, and a page's JavaScript makes them)."""
     return _UNSTORABLE.sub("\ufffd", text)
+
+
+def one_line(text):
+    """`text` storable, and with every control character (line breaks, a terminal's escapes) a space: for a line
+    that others print, such as a host's reason in `hosts list`."""
+    return _CONTROLS.sub(" ", storable(text))

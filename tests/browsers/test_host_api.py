@@ -14,6 +14,7 @@ from app.core import clock
 from app.core.db import db
 from lantern_wire.hosts import HEARTBEAT, REGISTER, REPLAYS, REPORTS, STOPPED, control_key, credential_hash
 from tests.browsers.conftest import REGISTRATION, HostPoster, console, on_host
+from tests.fakes import LocalServer
 
 
 def telemetry(session_id, batch, *events, **fields):
@@ -92,6 +93,10 @@ def test_a_credential_registers_only_at_the_address_its_host_was_added_with(app,
         host = BrowserHost.get(BrowserHost.name == "h1")
         assert (host.address, host.heartbeat_at) == (REGISTRATION["address"], clock.EPOCH)  # not registered
     assert post(REGISTER, dict(REGISTRATION, address=REGISTRATION["address"] + "/")).status_code == 200
+    with app.app_context(), db.connection_context():  # as `hosts add` left a host before addresses were given
+        BrowserHost.update(address="").where(BrowserHost.name == "h1").execute()
+    unplaced = post(REGISTER, REGISTRATION)
+    assert unplaced.status_code == 403 and "--replace --address" in unplaced.get_json()["message"]
     runner = app.test_cli_runner()
     runner.invoke(args=["browsers", "hosts", "add", "h1", "--address", "http://10.9.9.9:8790", "--replace"])
     with app.app_context(), db.connection_context():
@@ -214,11 +219,59 @@ def test_text_no_column_holds_is_stored_replaced_not_a_500(app, client, add_host
     lines = {"session_id": session_id, "kind": "logs", "batch": 1, "source": "supervisor", "log_name": "chromium\ud800",
              "lines": [{"message": "half a pair \ud800 and a NUL \x00"}]}
     assert post.reports(lines) == [{"status": "ok", "accepted": 1}]
-    assert post(REGISTER, dict(REGISTRATION, unavailable_reason="no \udfff here")).status_code == 200
+    assert post(REGISTER, dict(REGISTRATION, unavailable_reason="no \udfff here\x1b]52;c;aGk=\x07\rh2 live\nx")
+                ).status_code == 200  # (a terminal's escapes and line breaks would forge lines of `hosts list`)
     with app.app_context(), db.connection_context():
         [line] = BrowserLogLine.select().where(BrowserLogLine.session == session_id)
         assert (line.message, line.log_name) == ("half a pair \ufffd and a NUL \ufffd", "chromium\ufffd")
-        assert BrowserHost.get(BrowserHost.name == "h1").unavailable_reason == "no \ufffd here"
+        assert BrowserHost.get(BrowserHost.name == "h1").unavailable_reason == "no \ufffd here ]52;c;aGk=  h2 live x"
+
+
+def test_ids_that_are_no_sessions_are_refused_not_a_500(app, add_host):
+    _, post = add_host("h1")
+    assert post(HEARTBEAT, {"sessions": ["\ud800"], "active": []}).status_code == 400
+    assert post(HEARTBEAT, {"sessions": [], "active": ["a\x00"]}).status_code == 400
+    for kind in ("activity", "ended", "telemetry"):
+        [result] = post.reports({"kind": kind, "session_id": "\ud800", "batch": 1, "events": [],
+                                 "reason": "browser_exited"})
+        assert result["status"] == "refused" and "session_id" in result["message"]
+
+
+class HostStandIn(LocalServer):
+    """Answers every call with `status` and `body` (bytes), as a host, or a service in its place, might."""
+
+    status, body = 200, b"{}"
+
+    def get(self, handler):
+        handler.answer(self.status, self.body)
+
+    post = get
+
+
+@pytest.mark.parametrize("status, body, message, code", [
+    (400, b"[]", "the browser host answered HTTP 400", None),
+    (400, b"<html>no</html>", "the browser host answered HTTP 400", None),
+    (404, b'{"code": {"evil": 1}, "message": "gone"}', "the browser host answered HTTP 404", None),
+    (404, b'{"code": "not_found", "message": "' + b"m" * 5000 + b'"}', "m" * 1000, "not_found"),
+    (200, b"null", "the browser host did not answer", None),
+    (200, b'"a text"', "the browser host did not answer", None),
+    (200, b"x" * 100, "the browser host did not answer", None),
+], ids=["list", "html", "code-not-a-word", "long-message", "null", "text", "not-json"])
+def test_a_hosts_answer_is_one_a_host_gives_or_a_host_error(app, status, body, message, code):
+    """What answers at a host's address decides nothing it should not: a client is told a host's own words
+    (a short code and at most 1,000 characters) or only a status, and an answer of the wrong type fails."""
+    stand_in = HostStandIn()
+    stand_in.status, stand_in.body = status, body
+    stand_in.start()
+    try:
+        with app.app_context(), db.connection_context():
+            hosts.add("h1", stand_in.url)
+            host = BrowserHost.get(BrowserHost.name == "h1")
+            with pytest.raises(hosts.HostError) as raised:
+                hosts.call(host, "GET", "/health", timeout=5)
+    finally:
+        stand_in.stop()
+    assert (raised.value.public_message, raised.value.code) == (message, code)
 
 
 @pytest.mark.parametrize("times", ["started_at=nan&finished_at=1", "started_at=1&finished_at=inf",
