@@ -161,7 +161,7 @@ def _events(events):
         try:
             valid.append(validate_event(event, now_us=now_us))
         except InvalidEvent as error:
-            logger.warning("a browser host's %r event was not valid: %r", event.get("type"), error.messages)
+            logger.warning("a browser host's %s event was not valid: %s", event.get("type"), error.messages)
     return valid, len(events) - len(valid)
 
 

@@ -8,23 +8,22 @@ and marks every further line of a record (a traceback) with "| "; the JSON forma
 import json
 import logging
 import random
-import re
 import time
 from datetime import datetime, timezone
 
 from flask import g, request
 
 from app.core import clock
+from app.core.text import CONTROLS
 
 logger = logging.getLogger("app.requests")
 TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def escape_controls(text):
     if text.isprintable():  # no control character (nor any other unprintable one): nothing to escape
         return text
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+    return CONTROLS.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class TextFormatter(logging.Formatter):

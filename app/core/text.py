@@ -26,7 +26,8 @@ def host_of(url_or_host):
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# What breaks a line of text as a terminal or a log reader shows it: C0 and C1 controls, Unicode's line breaks.
+CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def storable(text):
@@ -38,4 +39,4 @@ def storable(text):
 def one_line(text):
     """`text` storable, and with every control character (line breaks, a terminal's escapes) a space: for a line
     that others print, such as a host's reason in `hosts list`."""
-    return _CONTROLS.sub(" ", storable(text))
+    return CONTROLS.sub(" ", storable(text))

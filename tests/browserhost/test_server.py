@@ -52,3 +52,21 @@ def test_an_answer_to_a_caller_that_left_is_dropped_without_a_traceback():
     handler.client_address, handler.command, handler.close_connection = ("127.0.0.1", 1), "POST", False
     handler.answer(201, {"pid": 1})  # raises nothing
     assert handler.close_connection
+
+
+def test_a_session_is_reported_on_while_it_is_on_the_host_and_forgotten_when_it_leaves(tmp_path, monkeypatch):
+    """A note after the session left (a recording saved, a client gone) stays in the host's log: the app keeps no
+    line of an ended session, and reporting it would number the forgotten session's batches again."""
+    server = host_server(tmp_path)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
+    reported, forgotten = [], []
+    monkeypatch.setattr(server.reports, "logs", lambda session_id, *args: reported.append(session_id))
+    monkeypatch.setattr(server.reports, "forget", forgotten.append)
+    assert server.start_browser({"session_id": "s1", "headless": True})[0] == 201
+    hosted = server.hosted["s1"]
+    server.note(hosted, "while it runs")
+    server.stop_browser("s1", save=False, reason=None)
+    server.note(hosted, "after its end")
+    assert reported == ["s1"] and forgotten == ["s1"]
