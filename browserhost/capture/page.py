@@ -26,8 +26,9 @@ class Page:
 
     def set_up(self, send, target):
         if target.target_type in PAGE_TYPES:
-            send("Page.enable", session_id=target.session_id)
+            # Inspector first: once a page event arrives, a crash of that page is reported too.
             send("Inspector.enable", session_id=target.session_id)
+            send("Page.enable", session_id=target.session_id)
 
     def tab_opened(self, target, info):
         if "page" not in self._categories:
