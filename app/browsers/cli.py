@@ -65,9 +65,38 @@ def hosts_list_command():
     if not rows:
         click.echo("No browser host. Add one: flask --app app browsers hosts add NAME --address http://HOST:PORT")
     for row in rows:
-        click.echo(f"{row['name']:<24} {row['state']:<8} {row['address'] or '-':<28} capacity {row['capacity']:<4} "
+        capacity = str(row["capacity"]) + ("" if row["max_browsers"] is None else f" (limit {row['max_browsers']})")
+        click.echo(f"{row['name']:<24} {row['state']:<8} {row['address'] or '-':<28} capacity {capacity:<12} "
                    f"sessions {row['sessions']:<4} heartbeat {row['heartbeat_at']}"
                    + (f"  ({row['unavailable_reason']})" if row["unavailable_reason"] else ""))
+
+
+class _Limit(click.ParamType):
+    name = "N|none"
+
+    def convert(self, value, param, ctx):
+        if value == "none":
+            return None
+        if not (value.isascii() and value.isdigit()):
+            self.fail(f"{value!r} is neither a whole number of browsers nor 'none'.", param, ctx)
+        return int(value)
+
+
+@hosts_cli.command("limit")
+@click.argument("name")
+@click.argument("max_browsers", metavar="N|none", type=_Limit())
+def hosts_limit_command(name, max_browsers):
+    """Give a host at most N browsers at once, whatever capacity it registers (0: no new session; none: what it
+    registers). Its running sessions go on."""
+    with db.connection_context():
+        try:
+            found = hosts.limit(name, max_browsers)
+        except ApiError as error:
+            raise click.ClickException(error.message) from None
+    if not found:
+        raise click.ClickException(f"No browser host named {name!r}.")
+    click.echo(f"Browser host {name!r}: " + ("as many browsers as it registers." if max_browsers is None
+                                             else f"at most {max_browsers} browser(s) at once."))
 
 
 @hosts_cli.command("revoke")

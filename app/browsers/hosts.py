@@ -103,11 +103,21 @@ def revoke(name):
         (BrowserHost.name == name) & BrowserHost.revoked_at.is_null()).execute() == 1
 
 
+def limit(name, max_browsers):
+    """Give the host `name` at most `max_browsers` browsers at once whatever capacity it registers (None: what
+    it registers; 0: no new session). Sessions it runs already go on. False: no such host."""
+    if max_browsers is not None and not 0 <= max_browsers < 2**31:
+        raise bad_request("The limit is a whole number of browsers, 0 or more.", field="max_browsers")
+    return BrowserHost.update(max_browsers=max_browsers).where(BrowserHost.name == name).execute() == 1
+
+
 def listing(timeout_seconds):
-    """Every host as `hosts list` shows it: name, state (live, silent, revoked), address, capacity, sessions."""
+    """Every host as `hosts list` shows it: name, state (live, silent, revoked), address, capacity (and the
+    operator's limit), sessions."""
     live = {host.id for host in BrowserHost.live(timeout_seconds)}
     load = _load([host.id for host in BrowserHost.select(BrowserHost.id)])
-    return [{"name": host.name, "address": host.address, "capacity": host.capacity, "sessions": load.get(host.id, 0),
+    return [{"name": host.name, "address": host.address, "capacity": host.capacity, "max_browsers": host.max_browsers,
+             "sessions": load.get(host.id, 0),
              "state": "revoked" if host.revoked_at else "live" if host.id in live else "silent",
              "heartbeat_at": clock.isoformat(host.heartbeat_at) if host.heartbeat_at > clock.EPOCH else "never",
              "unavailable_reason": host.unavailable_reason}
@@ -182,11 +192,11 @@ def place(*, headful):
                           field="headless")
     load = _load([h.id for h in usable])
     for host in sorted((h for h in usable if h.headful or not headful),
-                       key=lambda h: (load.get(h.id, 0) / max(h.capacity, 1), h.name)):
+                       key=lambda h: (load.get(h.id, 0) / max(h.browsers_allowed, 1), h.name)):
         with exclusive(host):  # on Postgres the row lock lasts until the caller's transaction ends
-            if _load([host.id]).get(host.id, 0) < host.capacity:
+            if _load([host.id]).get(host.id, 0) < host.browsers_allowed:
                 return host
-    capacity = sum(h.capacity for h in usable)
+    capacity = sum(h.browsers_allowed for h in usable)
     raise ApiError(503, "no_browser_capacity", f"Every browser host is full ({capacity} browsers); end a session "
                    "or retry later.", headers=retry_after)
 

@@ -50,7 +50,9 @@ class BrowserHost(BaseModel):
     name = CharField(unique=True)
     # Where workers reach its control API and CDP relay (http://address:port).
     address = CharField()
+    # What it registered it can take, and the operator's ceiling on it (`hosts limit`), or None.
     capacity = IntegerField()
+    max_browsers = IntegerField(null=True)
     # Headful sessions need Xvfb on the host.
     headful = BooleanField(default=False)
     # Why it takes no session although it runs (Chromium missing), or None.
@@ -62,6 +64,12 @@ class BrowserHost(BaseModel):
     credential_hash = CharField(null=True, unique=True)
     control_key = CiphertextField(null=True)
     revoked_at = UtcDateTimeField(null=True)
+
+    @property
+    def browsers_allowed(self):
+        """How many browsers at once it is given: what it registered, at most the operator's ceiling (a host
+        machine taken over could register any capacity to draw new sessions, with their profiles)."""
+        return self.capacity if self.max_browsers is None else min(self.capacity, self.max_browsers)
 
     @classmethod
     def live(cls, timeout_seconds):

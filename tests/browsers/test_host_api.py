@@ -12,6 +12,7 @@ from app.browsers import hosts, relay
 from app.browsers.models import BrowserHost, BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import db
+from app.core.errors import ApiError
 from lantern_wire.hosts import HEARTBEAT, REGISTER, REPLAYS, REPORTS, STOPPED, control_key, credential_hash
 from tests.browsers.conftest import REGISTRATION, HostPoster, console, on_host
 from tests.fakes import LocalServer
@@ -178,6 +179,43 @@ def test_an_ended_report_ends_the_session_after_what_came_before_it(app, client,
     texts = [e["event"]["data"]["text"] for e in
              client.get(f"/browsers/{session_id}/telemetry/events?since=1h&category=console").get_json()]
     assert texts == ["last words"]
+
+
+def test_an_operators_limit_caps_what_a_host_registers_and_can_drain_it(app, client, add_host, new_browser):
+    """A host machine taken over could register any capacity to draw new sessions (with their profiles)."""
+    _, post = add_host("h1")  # registers capacity 4
+    runner = app.test_cli_runner()
+
+    def placed():
+        with app.test_request_context(), db.connection_context():
+            try:
+                return hosts.place(headful=False).name
+            except ApiError as error:
+                return error.code
+
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "1"]).exit_code == 0
+    assert placed() == "no_browser_capacity"
+    assert "capacity 4 (limit 1)" in runner.invoke(args=["browsers", "hosts", "list"]).output
+    assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "2"]).exit_code == 0
+    assert placed() == "h1"
+    assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "0"]).exit_code == 0  # drained
+    assert placed() == "no_browser_capacity"
+    assert client.get(f"/browsers/{session_id}").status_code == 200  # what runs goes on
+    # Neither the host registering again (with any capacity) nor a new credential lifts it.
+    assert post(REGISTER, dict(REGISTRATION, capacity=2**31 - 1)).status_code == 200
+    runner.invoke(args=["browsers", "hosts", "add", "h1", "--address", REGISTRATION["address"], "--replace"])
+    with app.app_context(), db.connection_context():
+        assert BrowserHost.get(BrowserHost.name == "h1").browsers_allowed == 0
+    assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "none"]).exit_code == 0
+    assert placed() == "h1"
+    assert "(limit" not in runner.invoke(args=["browsers", "hosts", "list"]).output
+    for wrong, told in (("-1", "'-1'"), ("two", "'two'"), ("²", "'²'"), (str(2**31), "whole number")):
+        refused = runner.invoke(args=["browsers", "hosts", "limit", "h1", wrong])
+        assert refused.exit_code != 0 and told in refused.output, (wrong, refused.output)
+    unknown = runner.invoke(args=["browsers", "hosts", "limit", "nobody", "1"])
+    assert unknown.exit_code == 1 and "No browser host named 'nobody'" in unknown.output
 
 
 def test_a_stopped_host_takes_no_new_session(app, add_host):
