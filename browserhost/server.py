@@ -104,6 +104,7 @@ class Hosted:
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
+    categories_put: int = 0  # how many PUTs set them: a heartbeat's answer from before the newest is older
     screen: computer.Screen | None = None  # for the computer API
     recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
     recording_lock: threading.Lock = field(default_factory=threading.Lock)  # one recording starts at a time
@@ -268,15 +269,23 @@ class BrowserHostServer:
         stop (their session ended without this host being told: a stop that failed to reach it) and each
         session's telemetry categories."""
         running = [h for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
+        puts = {h.session_id: h.categories_put for h in running}
         answer = self.client.post(HEARTBEAT, {"sessions": [h.session_id for h in running],
                                               "active": [h.session_id for h in running if h.connections]})
         for hosted in running:
-            if hosted.session_id in answer["categories"]:
+            # The app PUTs a change once it is committed: an answer read before that, arriving after the PUT,
+            # would turn the change back until the next beat.
+            if hosted.session_id in answer["categories"] and hosted.categories_put == puts[hosted.session_id]:
                 hosted.categories = frozenset(answer["categories"][hosted.session_id])
         for session_id in answer["stop"]:
             logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
             threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
                              daemon=True).start()
+
+    def set_categories(self, hosted, categories):
+        """The app's PUT: what the session's capture produces from now on."""
+        hosted.categories = frozenset(categories)
+        hosted.categories_put += 1
 
     def forget_dead_workers(self):
         """A worker killed while relaying never says its client left."""
@@ -672,7 +681,7 @@ class ControlHandler(BaseHTTPRequestHandler):
             return
         parts, body, hosted = self.json_request()
         if hosted is not None and parts[2:] == ["categories"]:
-            hosted.categories = frozenset(body.get("categories") or ())
+            self.host.set_categories(hosted, body.get("categories") or ())
             self.answer(200, {"categories": sorted(hosted.categories)})
         else:
             self.answer(404, {"code": "not_found", "message": self.path})

@@ -1,7 +1,7 @@
 """The browser host's bookkeeping, without Chromium: a stop that arrives while a browser starts."""
 import threading
 
-from tests.browserhost.helpers import host_server
+from tests.browserhost.helpers import FakeApp, host_server
 
 
 class FakeBrowser:
@@ -70,3 +70,26 @@ def test_a_session_is_reported_on_while_it_is_on_the_host_and_forgotten_when_it_
     server.stop_browser("s1", save=False, reason=None)
     server.note(hosted, "after its end")
     assert reported == ["s1"] and forgotten == ["s1"]
+
+
+def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_path, monkeypatch):
+    """The app PUTs new categories once committed; a beat it answered before that can arrive after the PUT."""
+    app = FakeApp()
+    server = host_server(tmp_path, app)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    assert server.start_browser({"session_id": "s1", "headless": True, "categories": ["console"]})[0] == 201
+    hosted = server.hosted["s1"]
+    stale = {"stop": [], "categories": {"s1": ["console"]}}
+
+    def answered_before_the_put(path, body):
+        server.set_categories(hosted, [])  # the PUT arrives while the beat is out
+        return stale
+
+    monkeypatch.setattr(app, "post", answered_before_the_put)
+    server.heartbeat()
+    assert hosted.categories == frozenset()
+    monkeypatch.setattr(app, "post", lambda path, body: stale)  # a later beat carries what the app has
+    server.heartbeat()
+    assert hosted.categories == frozenset({"console"})
