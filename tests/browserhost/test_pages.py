@@ -51,7 +51,8 @@ def page(context):
 
 
 def test_every_page_has_the_requested_viewport(context, page, site):
-    first = next(p for p in context.pages if p.url.endswith("/first"))
+    first = context.pages[0]  # the start page, which may still be loading
+    first.wait_for_url("**/first")
     page.goto(f"{site.url}/new")
 
     for each in (first, page):

@@ -115,11 +115,12 @@ def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_serv
     assert created.status_code == 201, created.text
     session_id = created.json()["session_id"]
     lines, frames = [], []
-    got_frame, got_keepalive = threading.Event(), threading.Event()
+    got_frame, got_keepalive, opened = threading.Event(), threading.Event(), threading.Event()
 
     def read():
         with client.stream("GET", f"/browsers/{session_id}/telemetry/stream",
                            timeout=httpx.Timeout(10, read=30)) as response:
+            opened.set()  # the stream's cursor is fixed before its headers are sent
             for line in response.iter_lines():
                 lines.append(line)
                 if line.startswith("data: "):
@@ -132,7 +133,7 @@ def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_serv
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    time.sleep(0.5)
+    assert opened.wait(10), lines
     first_seq = post_event(client, session_id, "through nginx")
     # Unbuffered: the frame comes while the stream is open, long before it would end.
     assert got_frame.wait(10), lines

@@ -200,10 +200,20 @@ def probe_video(data, tmp_path):
             stream["width"], stream["height"])
 
 
-def test_a_replay_records_the_screen_as_an_mp4_listed_and_downloadable(sdk, screen, tmp_path):
+def video_began(lantern, session_id, replay_id):
+    """Whether the recording's video has its first bytes on its host: ffmpeg can take a second to start (and a
+    screencast's some more to probe its frames), and one asked to stop before its first frame writes nothing."""
+    def began():
+        return any(video.exists() and video.stat().st_size > 0
+                   for video in (host.workdir / "replays" / f"{session_id}-{replay_id}.mp4" for host in lantern.hosts))
+    return eventually(began, 20, interval=0.1)
+
+
+def test_a_replay_records_the_screen_as_an_mp4_listed_and_downloadable(lantern, sdk, screen, tmp_path):
     session_id, page = screen
     replays = sdk.browsers.replays
     started = replays.start(session_id, framerate=10)
+    assert video_began(lantern, session_id, started.replay_id)
     with pytest.raises(kernel.ConflictError):  # one recording at a time
         replays.start(session_id)
     for colour in ("red", "green", "blue", "white", "black"):  # something to see changing
@@ -221,7 +231,7 @@ def test_a_replay_records_the_screen_as_an_mp4_listed_and_downloadable(sdk, scre
     assert frames > 0 and codec == "h264" and (width, height) == (1920, 1080)
 
 
-def test_a_replay_stops_at_its_max_duration_and_with_its_session(sdk, screen, tmp_path):
+def test_a_replay_stops_at_its_max_duration_and_with_its_session(lantern, sdk, screen, tmp_path):
     session_id, _ = screen
     replays = sdk.browsers.replays
     short = replays.start(session_id, max_duration_in_seconds=2)
@@ -229,6 +239,7 @@ def test_a_replay_stops_at_its_max_duration_and_with_its_session(sdk, screen, tm
     assert [r.replay_id for r in saved] == [short.replay_id]
     assert abs(probe_video(replays.download(short.replay_id, id_or_name=session_id).read(), tmp_path)[0] - 2) <= 1
     cut = replays.start(session_id)
+    assert video_began(lantern, session_id, cut.replay_id)
     time.sleep(1)
     sdk.browsers.delete_by_id(session_id)
     ended = eventually(lambda: {r.replay_id: r.model_extra["status"] for r in replays.list(session_id)}

@@ -12,6 +12,7 @@ from playwright.sync_api import sync_playwright
 
 from lantern_wire.hosts import HEARTBEAT
 from tests.browsers.live.conftest import HOST_SETTINGS, Host
+from tests.browsers.live.test_real_browsers import first_page
 from tests.live_server import ROOT, browser_host, free_port, gunicorn, private_database, run_cli, server_env, stop
 from tests.waiting import eventually
 
@@ -40,7 +41,7 @@ def test_a_host_without_database_or_keys_serves_a_session_end_to_end(lantern, sd
     created = sdk.browsers.create(headless=True, telemetry={"enabled": True, "browser": {"console": {"enabled": True}}})
     with sync_playwright() as playwright:
         browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
-        page = browser.contexts[0].new_page()
+        page = first_page(browser)  # set up by the capture before the create answered; a new tab may not be yet
         page.goto(f"{site.url}/")
         page.evaluate("console.log('through a host with no database')")
         browser.close()
@@ -49,7 +50,7 @@ def test_a_host_without_database_or_keys_serves_a_session_end_to_end(lantern, sd
         return [e for e in sdk.browsers.telemetry.events(created.session_id, since="1h", category=["console"])
                 if e.event.data.text == "through a host with no database"]
 
-    assert eventually(reported, 10, interval=0.2), "the host's report never reached the archive"
+    assert eventually(reported, 15, interval=0.2), "the host's report never reached the archive"
     lines = [line.message for line in sdk.browsers.logs.stream(
         created.session_id, source="supervisor", supervisor_process="browser-host", follow=False)]
     assert any("CDP client" in line and "connected" in line for line in lines)
@@ -83,7 +84,9 @@ def test_a_host_keeps_every_event_and_its_sessions_while_the_app_is_down_for_fiv
     port = free_port()
     with private_database(tmp_path) as database_url:
         env = server_env(database_url, tmp_path)
-        env.update(HOST_SETTINGS, LANTERN_BROWSER_HOST_DIR=str(tmp_path / "hosts"))  # a host's timeout: 3 s
+        # A host's timeout of 3 s, which the outage outlasts.
+        env.update(HOST_SETTINGS, LANTERN_BROWSER_HOST_DIR=str(tmp_path / "hosts"),
+                   LANTERN_BROWSER_HOST_TIMEOUT_SECONDS="3")
         run_cli(env, "db", "upgrade")
         api_key = run_cli(env, "orgs", "create", "--name", "outage", "--owner-email", "o@x.test").split()[-1]
         base_url = f"http://127.0.0.1:{port}"

@@ -17,7 +17,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from browserhost import sandbox
-from browserhost.cdp import CdpClient
+from browserhost.cdp import CdpClient, CdpError
 from tests.browsers.live.conftest import sandbox_of
 from tests.browsers.live.test_real_browsers import first_page
 from tests.fakes import LOOPBACK_PORTS, LocalServer
@@ -181,8 +181,11 @@ def _devtools_browser_id(cdp_ws_url):
         attached = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
 
         def browser_id():
-            text = cdp.call("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
-                                                 "returnByValue": True}, session_id=attached)["result"]["value"]
+            try:
+                text = cdp.call("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
+                                                     "returnByValue": True}, session_id=attached)["result"]["value"]
+            except CdpError:  # "Inspected target navigated or closed": asked while the page changed process
+                return None
             return re.search(r"/devtools/browser/([\w-]+)", text)
 
         found = eventually(browser_id, 10, interval=0.1)
