@@ -284,13 +284,9 @@ class Browser:
 
     @classmethod
     def _launch_in(cls, box, binary, workdir, options, timeout, chrome_height):
-        """The same inside `box`: its home holds the profile, extensions are bound read-only, an X display
-        is started inside it for a headful browser, DevTools answer on its Unix socket."""
-        user_data = box.home / "user-data"
-        if not user_data.is_dir() or user_data.is_symlink():
-            user_data.mkdir()  # (fails on anything else the sandbox may have left there)
-            os.chown(user_data, *box.policy.ids(), follow_symlinks=False)
-        _remove_stale_files(user_data)
+        """The same inside `box`: its home (a tmpfs, new for this browser) holds the profile, extensions are
+        bound read-only, an X display is started inside it for a headful browser, DevTools answer on its Unix
+        socket."""
         Path(box.devtools_socket()).unlink(missing_ok=True)
         extensions = box.extensions
         inside = [f"{sandbox.INSIDE_EXTENSIONS}/{Path(folder).resolve().relative_to(extensions.resolve())}"

@@ -10,9 +10,11 @@
 
 Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
 - **Files and processes**: bubblewrap (`bwrap`) with its own user, pid, IPC and UTS namespaces:
-  read-only /usr and the few /etc files Chromium needs, a private /tmp and /dev/shm, /proc of its
-  own pid namespace, and one writable home, the session's folder (<BROWSER_SANDBOX_DIR>/<name>/home,
-  seen as /home/session). `--die-with-parent`: the sandbox dies with the host, whatever kills it.
+  read-only /usr and the few /etc files Chromium needs, /proc of its own pid namespace, and a private
+  /tmp, /dev/shm and home (/home/session, the profile's folder): each a tmpfs of its own, whose pages
+  count in the session's memory cgroup, so what a page stores (its origin's storage quota is a tenth of
+  the disk) fills the session's memory cap, never the host's disk. `--die-with-parent`: the sandbox
+  dies with the host, whatever kills it.
 - **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
   runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
 - **Network**: a network namespace made by `ip netns add`, given egress by `slirp4netns` (a user-mode
@@ -28,7 +30,9 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   host and the workers on this machine (root) open, never through a link and only as a socket of the
   sandbox's user (the sandbox can write that folder: app/core/splice.connect_unix). No host TCP port.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
-  caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host.
+  caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
+  caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
+  (BROWSER_SANDBOXES_MEMORY_MB), so the OOM killer then ends a browser, not the app or its database.
 
 All names (namespace, cgroup, folder) derive from the host's folder for the session, so a host restarted
 after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
@@ -117,13 +121,14 @@ class SandboxPolicy:
     loopback_ports: tuple = ()
     allowed_networks: tuple = ()
     pids_max: int = 1024
+    all_memory_mb: int | None = None  # every sandbox of the machine together (None: as it is)
 
     @classmethod
     def from_config(cls, config):
         return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
                    loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
                    allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
-                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]))
+                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"])
 
     def ids(self):
         """(uid, gid) of the sandbox user; KeyError when there is no such user."""
@@ -153,6 +158,11 @@ def probe(policy):
         Cgroup.parent_ready()
     except OSError as error:
         missing.append(f"cgroups: the memory and pids controllers are not writable here ({error})")
+    else:
+        try:
+            Cgroup.cap_all(policy.all_memory_mb)
+        except OSError as error:  # such as a cap below what the machine's sandboxes hold now
+            missing.append(f"BROWSER_SANDBOXES_MEMORY_MB {policy.all_memory_mb} cannot be set ({error})")
     uid, gid = policy.ids()
     try:
         policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
@@ -172,7 +182,7 @@ def probe(policy):
 
 class Sandbox:
     """One session's sandbox, named after its host's folder for the session (`workdir`), its own folders
-    (home/, run/, etc/, extensions/) under the policy's root."""
+    (run/, etc/, extensions/) under the policy's root."""
 
     def __init__(self, workdir, policy, *, memory_mb, allowed_hosts=None):
         self.workdir = Path(workdir).absolute()
@@ -183,7 +193,7 @@ class Sandbox:
         # Under the policy's root, which the sandbox user can walk (bubblewrap opens the folders it mounts
         # as that user, and a host's own folder may be in a home it cannot enter).
         self.root = policy.root / self.name
-        self.home, self.run, self.etc = self.root / "home", self.root / "run", self.root / "etc"
+        self.run, self.etc = self.root / "run", self.root / "etc"
         self.extensions = self.root / "extensions"  # unpacked by the host, mounted read-only
         self.cgroup = Cgroup(self.name)
         self._slirp = None
@@ -227,7 +237,7 @@ class Sandbox:
         self.policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
         self.root.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # walkable by the sandbox user, not listable
-        for folder, owner in ((self.home, uid), (self.run, uid), (self.etc, 0), (self.extensions, 0)):
+        for folder, owner in ((self.run, uid), (self.etc, 0), (self.extensions, 0)):
             folder.mkdir(exist_ok=True)
             os.chown(folder, owner, gid if owner else 0)
             folder.chmod(0o700 if owner else 0o755)
@@ -283,7 +293,7 @@ class Sandbox:
         """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
         `screen` (width, height) started inside when given."""
-        mounts = [("--bind", self.home, INSIDE_HOME), ("--bind", self.run, INSIDE_RUN),
+        mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]
         command = self._command(argv, variables, mounts, screen)
@@ -298,7 +308,8 @@ class Sandbox:
         for path in (*(f"/etc/{name}" for name in ETC_FILES), *SHARED_CACHES):
             if os.path.exists(path):
                 inner += ["--ro-bind", path, path]
-        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
+                  "--perms", "0700", "--size", str(self.memory_mb * 1024 * 1024), "--tmpfs", INSIDE_HOME]
         for option, outside, inside in mounts:
             inner += [option, str(outside), inside]
         variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(variables or {})}
@@ -500,6 +511,13 @@ class Cgroup:
             for folder in (CGROUP_ROOT, CGROUP_ROOT / CGROUP_PARENT):
                 (folder / "cgroup.subtree_control").write_text("+memory +pids")
 
+    @classmethod
+    def cap_all(cls, memory_mb):
+        """Cap the memory of every sandbox together (None: leave it as it is)."""
+        if memory_mb:
+            name = "memory.max" if cls.unified() else "memory.limit_in_bytes"
+            _write(cls.parents()[0] / name, memory_mb * 1024 * 1024)
+
     def folders(self):
         return [parent / self.name for parent in self.parents()]
 
@@ -605,7 +623,8 @@ def _write(path, value, *, required=True):
 
 # -- what the OOM killer did -----------------------------------------------------------------------
 
-OOM_TASK = re.compile(r"oom-kill:.*?oom_memcg=(?P<memcg>[^,]+),.*?task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
+# The cgroup named is the victim's own: the cap reached may be its parent's (every sandbox's together).
+OOM_TASK = re.compile(r"oom-kill:.*?task_memcg=(?P<memcg>[^,]+),task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
 OOM_KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>[^)]*)\).*?anon-rss:(?P<anon>\d+)kB, "
                         r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB")
 

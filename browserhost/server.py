@@ -304,8 +304,9 @@ class BrowserHostServer:
                     continue
                 hosted.out_of_memory = True
             report = sandbox.oom_report(hosted.box.cgroup)
-            self.note(hosted, f"{report['process_name']} (pid {report['pid']}) went past the session's memory cap "
-                              f"of {hosted.box.memory_mb} MB and was killed; the session ends", level=logging.WARNING)
+            self.note(hosted, f"{report['process_name']} (pid {report['pid']}) was killed for memory (past the "
+                              f"session's cap of {hosted.box.memory_mb} MB, or every sandbox's together); the session "
+                              "ends", level=logging.WARNING)
             if hosted.capture:
                 hosted.capture.out_of_memory(report)
             threading.Thread(target=self.stop_browser, args=(hosted.session_id,),

@@ -7,6 +7,8 @@ where to reach it (APP_URL) and its own credential (`flask browsers hosts add NA
 import os
 from pathlib import Path
 
+# Settings whose default is None but whose value is a whole number.
+WHOLE_NUMBERS = ("BROWSER_HOST_CAPACITY", "BROWSER_SANDBOXES_MEMORY_MB")
 DEFAULTS = {
     # The app's base URL as this host reaches it (its internal API for hosts), e.g. http://10.0.0.5:8000.
     "APP_URL": "http://127.0.0.1:8000",
@@ -42,6 +44,10 @@ DEFAULTS = {
     # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB headful
     # by default; past it the session ends with end_reason "oom"), and this many processes and threads.
     "BROWSER_SANDBOX_PIDS": 1024,
+    # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
+    # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
+    # (a session ends "oom"), not the app, its database or this host.
+    "BROWSER_SANDBOXES_MEMORY_MB": None,
 }
 
 
@@ -52,12 +58,13 @@ def load(environ=None, **overrides):
     for name, default in DEFAULTS.items():
         value = environ.get(f"LANTERN_{name}")
         if value is not None:
-            settings[name] = int(value) if isinstance(default, int) or name == "BROWSER_HOST_CAPACITY" else value
+            settings[name] = int(value) if isinstance(default, int) or name in WHOLE_NUMBERS else value
     unknown = set(overrides) - set(DEFAULTS)
     if unknown:
         raise KeyError(f"no such host setting: {', '.join(sorted(unknown))}")
     settings.update({name: value for name, value in overrides.items() if value is not None})
     settings["BROWSER_HOST_DIR"] = Path(settings["BROWSER_HOST_DIR"] or Path("instance") / "browser-host").absolute()
+    settings["BROWSER_SANDBOXES_MEMORY_MB"] = settings["BROWSER_SANDBOXES_MEMORY_MB"] or browsers_memory_mb()
     return settings
 
 
@@ -70,7 +77,11 @@ def credential(settings):
     return None
 
 
+def browsers_memory_mb():
+    """80% of the machine's memory, in MiB: what its browsers may take together."""
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8) // (1024 * 1024)
+
+
 def memory_capacity(per_browser_mb):
     """As many browsers as 80% of the machine's memory holds."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, int(total * 0.8 // (per_browser_mb * 1024 * 1024)))
+    return max(1, browsers_memory_mb() // per_browser_mb)

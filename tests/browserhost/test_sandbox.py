@@ -121,6 +121,54 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
 
 
+def memory_used(box):
+    folder = box.cgroup.folders()[0]
+    name = "memory.current" if box.cgroup.unified() else "memory.usage_in_bytes"
+    return int((folder / name).read_text())
+
+
+@can_sandbox
+def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_path):
+    """A page's storage quota is a tenth of the disk, per origin: a few sessions could fill it."""
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        before = memory_used(box)
+        written = box.popen(["/bin/sh", "-c", "head -c 40000000 /dev/zero > ~/stored && ls ~ && sleep 30"],
+                            stdout=subprocess.PIPE, text=True)
+        assert written.stdout.readline().strip() == "stored"
+        assert memory_used(box) - before >= 40_000_000  # the file's pages are the session's
+        assert not any(path.is_file() and path.stat().st_size >= 40_000_000 for path in box.root.rglob("*"))
+        past = box.popen(["/bin/sh", "-c", "head -c 100000000 /dev/zero > ~/more"], stderr=subprocess.PIPE, text=True)
+        assert past.wait(30) != 0  # past the session's cap: no space, or killed for memory
+        past.stderr.close()
+    finally:
+        box.destroy()
+    written.wait(timeout=10)
+    written.stdout.close()
+
+
+@can_sandbox
+def test_sessions_caps_past_every_sandboxs_together_end_a_browser_not_the_machine(tmp_path, monkeypatch):
+    """Each session chooses its cap (up to 16 GiB), and the caps may add up past the machine's memory: the
+    cgroup every sandbox is in has a cap of its own, and the OOM killer ends a process of a sandbox there."""
+    monkeypatch.setattr(sandbox, "CGROUP_PARENT", f"lantern-test-{os.getpid()}")  # not the machine's sandboxes
+    policy = sandbox.SandboxPolicy(all_memory_mb=48)
+    try:
+        assert sandbox.probe(policy) == []
+        box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=1024).create()
+        try:
+            greedy = box.popen(["/usr/bin/python3", "-c", "block = b'x' * 200_000_000"])
+            assert greedy.wait(30) in (-9, 128 + 9)  # SIGKILL (seen through the sandbox's shell), under its 1 GiB
+            assert box.oom_kills() >= 1
+            report = sandbox.oom_report(box.cgroup)
+            assert report["process_name"] in ("python3", "unknown")  # the kernel's log may be unreadable here
+        finally:
+            box.destroy()
+    finally:
+        for parent in sandbox.Cgroup.parents():
+            parent.rmdir()
+
+
 @can_sandbox
 def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     workdir = tmp_path / "sessions" / "s1"
