@@ -513,10 +513,18 @@ class Cgroup:
 
     @classmethod
     def cap_all(cls, memory_mb):
-        """Cap the memory of every sandbox together (None: leave it as it is)."""
-        if memory_mb:
-            name = "memory.max" if cls.unified() else "memory.limit_in_bytes"
-            _write(cls.parents()[0] / name, memory_mb * 1024 * 1024)
+        """Cap the memory of every sandbox together, swap included (None: leave it as it is)."""
+        if not memory_mb:
+            return
+        parent, cap = cls.parents()[0], memory_mb * 1024 * 1024
+        if cls.unified():
+            _write(parent / "memory.max", cap)
+            _write(parent / "memory.swap.max", 0, required=False)
+            return
+        # v1 keeps memory + swap at or above memory alone: lift it, set memory, then bring it down to match.
+        _write(parent / "memory.memsw.limit_in_bytes", -1, required=False)
+        _write(parent / "memory.limit_in_bytes", cap)
+        _write(parent / "memory.memsw.limit_in_bytes", cap, required=False)
 
     def folders(self):
         return [parent / self.name for parent in self.parents()]
