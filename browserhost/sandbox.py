@@ -26,7 +26,8 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; `socat`, inside the
-  sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home), which only this
+  sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home; a 1 MiB tmpfs the
+  host mounts, since a CDP client could point downloads there), which only this
   host and the workers on this machine (root) open, never through a link and only as a socket of the
   sandbox's user (the sandbox can write that folder: app/core/splice.connect_unix). No host TCP port.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
@@ -59,12 +60,13 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "ip": "iproute2", "nft": "nftables",
-         "slirp4netns": "slirp4netns", "socat": "socat", "sysctl": "procps"}
+         "slirp4netns": "slirp4netns", "socat": "socat", "sysctl": "procps", "mount": "mount"}
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
 DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
+RUN_BYTES = 1024 * 1024  # run/: the DevTools socket and Xvfb's log
 # slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
 SLIRP_NETWORK, SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.0/24", "10.0.2.2", "10.0.2.3"
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
@@ -229,6 +231,7 @@ class Sandbox:
             self._slirp = None
         _remove_netns(self.name)
         self.cgroup.remove()
+        _unmount(self.run)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _make_folders(self):
@@ -241,6 +244,10 @@ class Sandbox:
             folder.mkdir(exist_ok=True)
             os.chown(folder, owner, gid if owner else 0)
             folder.chmod(0o700 if owner else 0o755)
+        if not os.path.ismount(self.run):
+            options = f"size={RUN_BYTES},mode=0700,uid={uid},gid={gid},nosuid,nodev,noexec"
+            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(self.run)], check=True,
+                           capture_output=True, timeout=10)
         group = grp.getgrgid(gid).gr_name if gid else "root"
         (self.etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
                                          f"session:x:{uid}:{gid}:session:{INSIDE_HOME}:/usr/sbin/nologin\n")
@@ -383,8 +390,17 @@ def remove_leftovers(workdir, policy_root):
     cgroup.kill(0)
     cgroup.remove()
     _remove_netns(name)
+    _unmount(folder / "run")
     shutil.rmtree(folder, ignore_errors=True)
     return found
+
+
+def _unmount(path):
+    """Unmount the sandbox's run/ tmpfs (its processes are gone: nothing holds it; lazily if something does)."""
+    if os.path.ismount(path):
+        result = subprocess.run(["umount", str(path)], capture_output=True, timeout=10, check=False)
+        if result.returncode != 0:
+            subprocess.run(["umount", "--lazy", str(path)], capture_output=True, timeout=10, check=False)
 
 
 def _remove_netns(name):

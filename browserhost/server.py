@@ -77,6 +77,8 @@ HOST_LOG = "browser-host"
 # Lines of Chromium's output that are not served as its log (they stay in chromium.log on the host): a
 # sandbox has no D-Bus, and Chromium says so some thirty times at each start, as ERRORs that mean nothing.
 HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
+# Of Chromium's output, what a session keeps (the host's file, the app's log lines): a few KB is usual.
+CHROMIUM_LOG_MAX_BYTES = 16 * 1024 * 1024
 # The host's exit status when the app refuses its credential (revoked): starting it again would not help.
 CREDENTIAL_REFUSED = 4
 # How long a stopping host waits for the app to take what its browsers reported last.
@@ -385,7 +387,8 @@ class BrowserHostServer:
                                      level=logging.WARNING)).start()
         hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.reports.logs(
             hosted.session_id, "supervisor", CHROMIUM_LOG,
-            [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)])).start()
+            [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)]),
+            max_bytes=CHROMIUM_LOG_MAX_BYTES).start()
         self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
                           f"{'headless' if options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box

@@ -5,6 +5,7 @@ file (`LogTail`).
 `stop()`.
 """
 import logging
+import os
 import signal
 import threading
 
@@ -27,14 +28,20 @@ class LogTail:
     of new complete lines, without their line ends, each at most `max_line` characters (a longer line
     comes in pieces), on the tail's thread. `stop()` reads what is left, a last unfinished line
     included. A file that shrinks (rewritten) is read again from its start; one that does not exist yet
-    is waited for."""
+    is waited for.
 
-    def __init__(self, path, sink, *, poll_seconds=0.1, offset=0, max_line=4096):
+    At most `max_bytes` of the file are handed on (a page can make Chromium log without end, such as a
+    GPU error per WebGL context): past them `sink` gets one line saying so, and from then on the file,
+    which its writer appends to, is emptied at every read, so it takes no more of the disk either."""
+
+    def __init__(self, path, sink, *, poll_seconds=0.1, offset=0, max_line=4096, max_bytes=None):
         self.path = path
         self.poll_seconds = poll_seconds
         self.max_line = max_line
+        self.max_bytes = max_bytes
         self._sink = sink
         self._offset = offset
+        self._handed_on = 0
         self._partial = b""
         self._stopping = threading.Event()
         self._thread = None
@@ -56,6 +63,9 @@ class LogTail:
         self._read(final=True)
 
     def _read(self, final=False):
+        if self.max_bytes is not None and self._handed_on >= self.max_bytes:
+            self._empty()
+            return
         try:
             with open(self.path, "rb") as file:
                 size = file.seek(0, 2)
@@ -66,12 +76,27 @@ class LogTail:
         except OSError:
             chunk = b""
         self._offset += len(chunk)
-        lines = self._split(self._partial + chunk, final)
+        if self.max_bytes is not None and self._handed_on + len(chunk) >= self.max_bytes:
+            chunk, final = chunk[:self.max_bytes - self._handed_on], True
+            self._handed_on = self.max_bytes
+            lines = [*self._split(self._partial + chunk, final),
+                     f"(the log passed {self.max_bytes} bytes: what follows is not kept)"]
+            self._empty()
+        else:
+            self._handed_on += len(chunk)
+            lines = self._split(self._partial + chunk, final)
         if lines:
             try:
                 self._sink(lines)
             except Exception:
                 log.exception("log tail sink failed for %s", self.path)
+
+    def _empty(self):
+        try:
+            os.truncate(self.path, 0)
+        except OSError:
+            pass
+        self._offset, self._partial = 0, b""
 
     def _split(self, data, final):
         *complete, self._partial = data.split(b"\n")

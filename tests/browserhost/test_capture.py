@@ -333,6 +333,25 @@ def test_the_log_tail_follows_a_growing_file(tmp_path):
     assert lines == ["before sta", "rt", "first line", "second hal", "f", "é" * 10, "éé", "unfinished"]
 
 
+def test_the_log_tail_hands_on_at_most_its_bytes_and_then_keeps_the_file_empty(tmp_path):
+    """A page can make Chromium log without end (a GPU error per WebGL context): neither the host's disk nor
+    the app's log lines may follow it."""
+    path = tmp_path / "chromium.log"
+    lines = []
+    tail = LogTail(path, lines.extend, poll_seconds=0.01, max_bytes=100).start()
+    with open(path, "ab") as log:  # as Chromium's output is opened: appended to
+        for n in range(20):
+            log.write(f"line {n:02d}\n".encode())  # 8 bytes each
+            log.flush()
+        assert eventually(lambda: len(lines) == 14, WAIT)
+        log.write(b"x" * 10_000)
+        log.flush()
+        assert eventually(lambda: path.stat().st_size == 0, WAIT)
+    tail.stop()
+    assert lines == [*(f"line {n:02d}" for n in range(12)), "line",
+                     "(the log passed 100 bytes: what follows is not kept)"]
+
+
 def test_cdp_sessions_of_the_capture_do_not_reach_the_page(site, cdp, capture_of):
     """The interaction script runs in an isolated world: the page sees no binding it could call."""
     _, session = new_page(cdp, capture_of(Switch("interaction"), Sink()))

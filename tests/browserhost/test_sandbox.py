@@ -119,6 +119,7 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
     process.wait(timeout=10)
     process.stdout.close()
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
+    assert not os.path.ismount(box.run)
 
 
 def memory_used(box):
@@ -141,6 +142,10 @@ def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_
         past = box.popen(["/bin/sh", "-c", "head -c 100000000 /dev/zero > ~/more"], stderr=subprocess.PIPE, text=True)
         assert past.wait(30) != 0  # past the session's cap: no space, or killed for memory
         past.stderr.close()
+        # The DevTools socket's folder, which a CDP client could point downloads at, holds 1 MiB.
+        run = box.popen(["/bin/sh", "-c", f"head -c 2000000 /dev/zero > {sandbox.INSIDE_RUN}/download"])
+        assert run.wait(30) != 0 and os.path.ismount(box.run)
+        assert (box.run / "download").stat().st_size <= sandbox.RUN_BYTES
     finally:
         box.destroy()
     written.wait(timeout=10)
@@ -181,6 +186,7 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     process.wait(timeout=10)
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
+    assert not os.path.ismount(box.run)
     assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     os.close(box._slirp_exit)
 
