@@ -29,7 +29,7 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home; a 1 MiB tmpfs the
   host mounts, since a CDP client could point downloads there), which only this
   host and the workers on this machine (root) open, never through a link and only as a socket of the
-  sandbox's user (the sandbox can write that folder: app/core/splice.connect_unix). No host TCP port.
+  sandbox's user (the sandbox can write that folder: lantern_wire/splice.connect_unix). No host TCP port.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
   caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
