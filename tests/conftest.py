@@ -1,7 +1,10 @@
 """Fixtures: an app on a clean database (SQLite, or Postgres with TEST_DATABASE_URL)."""
 import os
+import shutil
 import socket
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,16 @@ from tests.login_site import LoginSite
 pytest_plugins = ["tests.redis_server"]  # the redis_url fixture
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL")
 TEST_ENCRYPTION_KEY = "0Bf1nWLZbzmB0b4YqMFKJCwZ2hYbYX7z1sO6oq3b9_c="
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_playwright_leftovers():
+    """Playwright's driver leaves an empty playwright-artifacts-* folder in the temp folder for many a
+    connect_over_cdp (when the browser it drove is gone first): the suite removes the ones it made."""
+    before = set(Path(tempfile.gettempdir()).glob("playwright-artifacts-*"))
+    yield
+    for folder in set(Path(tempfile.gettempdir()).glob("playwright-artifacts-*")) - before:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
