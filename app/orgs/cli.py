@@ -5,7 +5,7 @@ from flask.cli import AppGroup
 from app.core.db import db
 from app.core.errors import ApiError
 from app.orgs.models import ApiKey, Organization, User
-from app.orgs.onboarding import create_organization
+from app.orgs.onboarding import DEFAULT_OWNER_EMAIL, create_organization, is_owner_email
 
 orgs_cli = AppGroup("orgs", help="Organization administration.")
 
@@ -38,9 +38,8 @@ def check_text(value, what):
 
 def check_email(ctx, param, value):
     value = check_text(value, "the e-mail")
-    local, _, domain = value.partition("@")
-    if not local or "." not in domain or " " in value:
-        raise click.BadParameter(f"{value!r} is not an e-mail address")
+    if not is_owner_email(value):
+        raise click.BadParameter(f"{value!r} is not an e-mail address (name@example.com, or name@localhost)")
     return value
 
 
@@ -77,7 +76,8 @@ def issue_key_command(org_ref, name):
 
 @orgs_cli.command("init")
 @click.option("--name", default="My organization", show_default=True)
-@click.option("--owner-email", default="owner@localhost", show_default=True)
+@click.option("--owner-email", default=DEFAULT_OWNER_EMAIL, show_default=True, callback=check_email,
+              help="E-mail of the owner user.")
 def init_command(name, owner_email):
     """Create a first organization unless one exists (used by `make run`)."""
     with db.connection_context():

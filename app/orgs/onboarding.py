@@ -1,10 +1,20 @@
 """Creating an organization with everything it needs to be used at once."""
+import re
+
 from flask import current_app
 
 from app.core.db import db
 from app.orgs.models import ApiKey, Organization, Project, User
 
 DEFAULT_PROJECT_NAME = "Default"
+DEFAULT_OWNER_EMAIL = "owner@localhost"
+# A domain of dotted labels, or one label alone (`localhost`, a LAN's name): a single-box install uses such owners.
+OWNER_EMAIL = re.compile(r"[^@\s]+@(?!-)[A-Za-z0-9-]+(?<!-)(\.(?!-)[A-Za-z0-9-]+(?<!-))*")
+
+
+def is_owner_email(value):
+    """The one rule for an owner's e-mail, whichever command creates the organization."""
+    return len(value) <= 255 and OWNER_EMAIL.fullmatch(value) is not None
 
 
 def create_organization(name, owner_email, owner_name=None):

@@ -58,6 +58,21 @@ def test_orgs_create_validates_its_input(app):
     assert runner.invoke(args=["orgs", "create", "--name", " ", "--owner-email", "a@b.test"]).exit_code != 0
 
 
+def test_orgs_create_and_init_take_the_same_owner_emails(app):
+    """`orgs init` makes owner@localhost; `orgs create` takes such an address too, and both refuse the same ones."""
+    runner = app.test_cli_runner()
+    for email in ("other@localhost", "ops@acme.example", "a.b+c@mail-1.example.co"):
+        created = runner.invoke(args=["orgs", "create", "--name", email, "--owner-email", email])
+        assert created.exit_code == 0, created.output
+        assert f"owner:        {email}" in created.output
+    for email in ("not-an-email", "a@", "@localhost", "a b@localhost", "a@local..host", "a@-localhost", "a@b@c"):
+        for command in (["orgs", "create", "--name", "X"], ["orgs", "init"]):
+            refused = runner.invoke(args=[*command, "--owner-email", email])
+            assert refused.exit_code != 0 and "is not an e-mail address" in refused.output, (command, email)
+    with app.app_context(), db.connection_context():
+        assert Organization.select().count() == 3
+
+
 def test_set_limit_with_an_ambiguous_name_asks_for_the_id(app, make_org):
     make_org("Twin", "a@twin.test")
     make_org("Twin", "b@twin.test")
