@@ -366,7 +366,7 @@ class BrowserHostServer:
         location = body.get("location") or {}
         options = launch.LaunchOptions(
             headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
-            timezone=location.get("timezone"), locale=location.get("locale"), start_url=body.get("start_url"),
+            timezone=location.get("timezone"), locale=location.get("locale"),  # start_url: loaded by the capture
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
@@ -393,6 +393,9 @@ class BrowserHostServer:
                           f"{'headless' if options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
+        if body.get("start_url") and not hosted.capture.load_start_page(body["start_url"]):
+            self.note(hosted, "the start page could not be opened: the browser's first tab did not answer",
+                      level=logging.WARNING)
 
     def note(self, hosted, message, level=logging.INFO):
         """One line of this host's own log about the session (`supervisor_process=browser-host`); once the session

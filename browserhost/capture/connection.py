@@ -10,7 +10,9 @@ New targets. No page ever waits for the capture (waitForDebuggerOnStart false), 
 a URL (Target.createTarget, window.open) may commit its first navigation before its session's
 Page.enable is through: those first events are lost, though the page's URL is known
 (waitForDebuggerOnStart true was tried: under load the navigation still committed first). A caller
-that opens a page itself and must lose none of it waits for `wait_for_target(target_id)` first.
+that opens a page itself and must lose none of it waits for `wait_for_target(target_id)` first; the
+session's start page is loaded that way (`navigate_first_tab`): Chromium starts on about:blank, and the
+capture navigates its first tab once that tab's session is set up.
 
 A third thread, beside the CDP reader and the flusher, makes the calls a handler may not make (the
 reader would wait on itself): it fetches response bodies (network.py) and reads the document of each
@@ -114,6 +116,29 @@ class Connection:
         with self._attaching:
             target = self._attaching.wait_for(lambda: self._target(target_id), timeout)
         return bool(target) and target.ready.wait(max(0.0, deadline - time.monotonic()))
+
+    def navigate_first_tab(self, url, timeout):
+        """Capture.load_start_page."""
+        deadline = time.monotonic() + timeout
+        with self._attaching:
+            tab = self._attaching.wait_for(self._first_tab, timeout)
+        if tab is None:
+            return False
+        try:
+            # Answered once the set-up commands sent before it on this session are through (Page.enable,
+            # Runtime.enable, Network.enable, the interaction script): the page's events are then ours.
+            self.cdp.call("Page.getFrameTree", session_id=tab.session_id,
+                          timeout=max(0.0, deadline - time.monotonic()))
+            # Not waited for: its answer comes once the start page answers, which may take long.
+            self.cdp.send("Page.navigate", {"url": url}, session_id=tab.session_id)
+        except CdpError as error:
+            log.warning("the start page %s could not be opened: %s", url, error)
+            return False
+        return True
+
+    def _first_tab(self):
+        return next((target for target in list(self.targets.values())
+                     if target.parent_session_id is None and target.target_type == "page"), None)
 
     def _target(self, target_id):
         return next((target for target in list(self.targets.values()) if target.target_id == target_id), None)

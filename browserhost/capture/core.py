@@ -114,6 +114,12 @@ class Capture:
         must not lose its first events."""
         return self._connection.wait_for(target_id, timeout)
 
+    def load_start_page(self, url, timeout=10.0):
+        """Navigate the browser's first tab to `url` once the capture is attached to it and has set it up, so
+        that the start page's events are captured from its first (Chromium is started on about:blank for
+        that). False when there was no tab within `timeout` seconds or the browser did not answer."""
+        return self._connection.navigate_first_tab(url, timeout)
+
     # -- events the host reports
 
     def browser_exited(self, returncode, *, pid=None, phase="running"):

@@ -163,3 +163,29 @@ def test_200_readers_of_a_real_session_receive_every_event_in_order(lantern, sdk
         assert [text for _, text in got] == expected
         assert [seq for seq, _ in got] == sorted({seq for seq, _ in got})
     assert len({tuple(got) for got in received}) == 1  # the same seqs for everyone
+
+
+def start_page_loads(sdk, url, headless):
+    """The page_load events of `url` in a new session started on it: (the archive's, the stream's)."""
+    created = sdk.browsers.create(headless=headless, start_url=url,
+                                  telemetry={"enabled": True, "browser": {"page": {"enabled": True}}})
+    streamed = []
+    stream = sdk.browsers.telemetry.stream(created.session_id, replay="all", type=["page_load"])
+    reader = threading.Thread(target=lambda: streamed.extend(e.event.data.url for e in stream), daemon=True)
+    reader.start()
+    loaded = eventually(lambda: [e.event.data.url for e in archived(sdk, created.session_id, type=["page_load"])
+                                 if e.event.data.url == url], 15, interval=0.2)
+    eventually(lambda: url in streamed, 10, interval=0.1)
+    sdk.browsers.delete_by_id(created.session_id)  # ends the stream
+    reader.join(timeout=15)
+    return loaded, [each for each in streamed if each == url]
+
+
+def test_the_start_page_is_captured_in_every_session(lantern, sdk, site):
+    """#34 item 5: the start page loads only once the capture is attached to its tab, so its page_* events
+    reach the archive and the stream every time (headless and headful)."""
+    for attempt in range(10):
+        url = f"{site.url}/start-{attempt}"
+        loaded, streamed = start_page_loads(sdk, url, headless=attempt % 2 == 0)
+        assert loaded == [url], f"session {attempt}: the start page's load is not in the archive"
+        assert streamed == [url], f"session {attempt}: the start page's load never came on the stream"
