@@ -15,13 +15,19 @@ import marshmallow as ma
 from flask import current_app
 
 from app.browsers import hosts
-from app.browsers.models import DEFAULT_VIEWPORT
+from app.browsers.models import DEFAULT_VIEWPORT, BrowserSession
 from app.browsers.telemetry_settings import session_categories
+from app.core.db import exclusive
 from app.core.errors import ApiError
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
 
 logger = logging.getLogger(__name__)
+# How many hosts a create tries: the one placed, then others with room when one did not start it.
+MAX_START_ATTEMPTS = 3
+# What a host refusing a start answers when it started nothing there (another host may take the session).
+HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable", "browser_host_busy")
+ABANDON_SECONDS = 5
 
 
 @dataclass
@@ -141,20 +147,61 @@ class HostDriver:
                 "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,
                 "categories": session_categories(session)}
         hosts.new_cdp_token(session)  # saved with the endpoints
-        try:
-            hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
-        except hosts.HostError as error:
-            logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)
-            retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-            if error.status == 400:
-                raise ApiError(400, "bad_request", error.public_message) from None
-            if error.status is None:  # it did not answer at all: it died, and is not yet known as lost
-                raise ApiError(503, "no_browser_host", "The browser host placed to run it did not answer; retry: a "
-                               "host that stays silent stops getting sessions.", headers=retry_after) from None
-            raise ApiError(503, "browser_start_failed", f"The browser could not be started: {error.public_message}",
-                           headers=retry_after) from None
+        tried = []
+        while True:
+            try:
+                hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
+                break
+            except hosts.HostError as error:
+                logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)
+                tried.append(session.host)
+                if error.status is None and error.reached:
+                    self._abandon(session.host, session)
+                if not (self._elsewhere(error) and len(tried) < MAX_START_ATTEMPTS and self._move(session, tried)):
+                    raise self._start_failed(error) from None
         base = f"{hosts.public_ws_base()}/browsers/{session.id}"
         return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")
+
+    @staticmethod
+    def _elsewhere(error):
+        """Whether another host may start what this one did not: it did not answer, or said it took nothing."""
+        return error.status is None or error.code in HOST_DID_NOT_TAKE
+
+    @staticmethod
+    def _move(session, tried):
+        """Place the session on another host with room than those `tried`; False when there is none (or the session
+        ended meanwhile)."""
+        try:
+            with exclusive(session):
+                host = hosts.place(headful=not session.headless, excluding={host.id for host in tried})
+                moved = BrowserSession.update(host=host).where(
+                    (BrowserSession.id == session.id) & BrowserSession.deleted_at.is_null()).execute()
+        except ApiError:
+            return False
+        if moved:
+            session.host = host
+        return bool(moved)
+
+    @staticmethod
+    def _abandon(host, session):
+        """A host that did not answer a start may start the browser all the same: it is told to stop it. If it does
+        not hear that either, its heartbeat's answer stops it (the session is no longer its)."""
+        try:
+            hosts.call(host, "DELETE", f"/sessions/{session.id}?save_state=0", timeout=ABANDON_SECONDS)
+        except hosts.HostError as error:
+            logger.info("browser host %s was not told to drop session %s (its heartbeat will): %s", host.name,
+                        session.id, error)
+
+    @staticmethod
+    def _start_failed(error):
+        retry_after = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
+        if error.status == 400:
+            return ApiError(400, "bad_request", error.public_message)
+        if error.status is None:  # it did not answer at all: it died, and is not yet known as lost
+            return ApiError(503, "no_browser_host", "The browser host placed to run it did not answer; retry: a "
+                            "host that stays silent stops getting sessions.", headers=retry_after)
+        return ApiError(503, "browser_start_failed", f"The browser could not be started: {error.public_message}",
+                        headers=retry_after)
 
     def cdp_ws_url(self, session, target_path=""):
         """The relay's URL for the browser, or for one of its targets, with the session's token."""

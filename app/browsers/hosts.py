@@ -8,12 +8,14 @@ sides share: the credential's two uses, the internal API's paths.
 """
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import re
 import secrets
 import urllib.error
 import urllib.request
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from flask import current_app
@@ -30,21 +32,46 @@ logger = logging.getLogger(__name__)
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 HOST_CODE = re.compile(r"[a-z_]{1,64}")
 MAX_MESSAGE = 1000
+# A host machine that is off answers no connection at all: a call gives up on it after this, whatever its own
+# timeout (a start may take BROWSER_HOST_START_SECONDS once connected).
+CONNECT_SECONDS = 5
+# A host whose heartbeat is this many beats late (plus a second for a busy network) is placed only when no
+# punctual host has room: a host that died leaves placement within about two beats, not the whole timeout.
+LATE_AFTER_BEATS = 2
+
+
+class _Connection(http.client.HTTPConnection):
+    def connect(self):
+        timeout, self.timeout = self.timeout, min(self.timeout, CONNECT_SECONDS)
+        try:
+            super().connect()
+        finally:
+            self.timeout = timeout
+        self.sock.settimeout(timeout)
+
+
+class _Handler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_Connection, req)
+
+
 # Direct HTTP connections only (a host serves plain HTTP): a host's key goes to that host and nowhere else, and
 # an address a host registered never makes the app read a file (urllib's default opener also opens file:, ftp:
 # and data: URLs).
 _opener = urllib.request.OpenerDirector()
-for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
+for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), _Handler(),
                  urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor()):
     _opener.add_handler(_handler)
 
 
 class HostError(Exception):
-    """A host could not do what was asked; `status` and `code` come from its answer when it gave one."""
+    """A host could not do what was asked; `status` and `code` come from its answer when it gave one. `reached`:
+    the request may have reached the host (False only when no connection was made), so what it asked may happen
+    there all the same."""
 
-    def __init__(self, message, status=None, code=None):
+    def __init__(self, message, status=None, code=None, *, reached=True):
         super().__init__(message)
-        self.status, self.code = status, code
+        self.status, self.code, self.reached = status, code, reached
 
     @property
     def public_message(self):
@@ -171,12 +198,13 @@ def public_ws_base():
 
 # -- placement ---------------------------------------------------------------------------------
 
-def place(*, headful):
-    """A live host with room for one more browser, least loaded first, held until the caller's
-    transaction ends (so parallel creates cannot overfill it); 503 when there is none."""
+def place(*, headful, excluding=()):
+    """A live host with room for one more browser, punctual ones first (a host late by LATE_AFTER_BEATS beats
+    may have died), then least loaded, held until the caller's transaction ends (so parallel creates cannot
+    overfill it); 503 when there is none. `excluding`: ids of hosts that did not take this session."""
     config = current_app.config
     retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-    hosts = list(BrowserHost.live(config["BROWSER_HOST_TIMEOUT_SECONDS"]))
+    hosts = [host for host in BrowserHost.live(config["BROWSER_HOST_TIMEOUT_SECONDS"]) if host.id not in excluding]
     if not hosts:
         raise ApiError(503, "no_browser_host", "No browser host is running. Add one (flask --app app browsers hosts "
                        "add NAME) and start it with its credential (python -m browserhost; make run does both); it "
@@ -191,8 +219,10 @@ def place(*, headful):
                           "(apt-get install xvfb) and restart the host, or create the session with headless true.",
                           field="headless")
     load = _load([h.id for h in usable])
+    punctual = clock.now() - timedelta(seconds=config["BROWSER_HOST_HEARTBEAT_SECONDS"] * LATE_AFTER_BEATS + 1)
     for host in sorted((h for h in usable if h.headful or not headful),
-                       key=lambda h: (load.get(h.id, 0) / max(h.browsers_allowed, 1), h.name)):
+                       key=lambda h: (h.heartbeat_at < punctual, load.get(h.id, 0) / max(h.browsers_allowed, 1),
+                                      h.name)):
         with exclusive(host):  # on Postgres the row lock lasts until the caller's transaction ends
             if _load([host.id]).get(host.id, 0) < host.browsers_allowed:
                 return host
@@ -232,7 +262,12 @@ def call(host, method, path, body=None, *, timeout, returns=dict):
         message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {error.code}"
         raise HostError(message, error.code, code) from None
     except (OSError, ValueError) as error:
-        raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}") from None
+        # urllib raises URLError until the request is sent (no connection, or the request not whole): the host
+        # has nothing to act on. Past that (a timeout waiting for the answer), it may act all the same.
+        unsent = isinstance(error, urllib.error.URLError)
+        reason = error.reason if unsent else error
+        raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(reason).__name__}",
+                        reached=not unsent) from None
     if not isinstance(answer, returns):
         raise HostError(f"browser host {host.name} answered {method} {path} with a JSON {type(answer).__name__}")
     return answer
