@@ -10,14 +10,18 @@ seconds): ffmpeg writes it as a stream, and one cut short still plays up to its 
 
 A recording ends when it is stopped, at its `max_seconds` (ffmpeg's own -t), once it has written
 `max_bytes` (the rest is not kept), when its encoder fails, or with its session; then `on_finished` is
-called once with it, from its own thread.
+called once with it, from its own thread, which sends it to the app (`send`).
 """
 import base64
+import io
 import logging
 import threading
 import time
+from urllib.parse import quote
 
 from browserhost.cdp import CdpClient, CdpError
+from browserhost.uplink import AppUnreachable, Refused
+from lantern_wire.hosts import REPLAYS
 
 logger = logging.getLogger(__name__)
 CHUNK = 256 * 1024
@@ -190,3 +194,46 @@ class ScreencastRecording(Recording):
 
     def _ask_to_finish(self):
         pass  # the feeder sees _stopping and closes ffmpeg's input, which ends it
+
+
+def send(client, recording, *, give_up_after, sleep=time.sleep):
+    """Send an ended recording to the app (`client`: uplink.AppClient): its video, or why there is none.
+    (what the app made of it: "saved", "failed" or None when it could not be told; the error it was told or None).
+
+    Only what can succeed later is tried again: no answer, or a 5xx, for `give_up_after` seconds. An upload the
+    app or a proxy refuses (a 413 past a proxy's body limit) will be refused again: its refusal is sent at once
+    as the recording's error, so the replay says `failed` and why within seconds, not once the app gives up.
+    """
+    error = recording.error
+    backoff, deadline = 0.5, time.monotonic() + give_up_after
+    while True:
+        try:
+            return _put(client, recording, error), error
+        except Refused as refusal:
+            if error:  # even its failure is refused (the credential, the replay gone): nothing more to say
+                logger.error("the app refused recording %s's failure: %s", recording.replay_id, refusal)
+                return None, error
+            logger.error("the app refused recording %s: %s", recording.replay_id, refusal)
+            error = f"the upload of its video was refused ({refusal})"
+        except AppUnreachable as unreachable:
+            if time.monotonic() > deadline:
+                logger.error("recording %s is given up: the app did not take it (%s)", recording.replay_id,
+                             unreachable)
+                if error:
+                    return None, error
+                error = f"its video could not be uploaded for {give_up_after} s ({unreachable})"
+                deadline = time.monotonic()  # one try to say so, with no body to hold it up
+            else:
+                sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+
+def _put(client, recording, error):
+    query = f"started_at={recording.started_at:.6f}&finished_at={recording.finished_at:.6f}"
+    if error:
+        answer = client.put_file(f"{REPLAYS}/{recording.replay_id}?{query}&error={quote(error[:500])}", io.BytesIO(),
+                                 "video/mp4")
+    else:
+        with open(recording.path, "rb") as video:
+            answer = client.put_file(f"{REPLAYS}/{recording.replay_id}?{query}", video, "video/mp4")
+    return (answer or {}).get("status")

@@ -51,7 +51,7 @@ import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from browserhost import computer, launch, replays, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
@@ -64,7 +64,6 @@ from lantern_wire.hosts import (
     HEARTBEAT,
     MAX_UNAVAILABLE_REASON,
     REGISTER,
-    REPLAYS,
     STOPPED,
     control_key,
 )
@@ -557,35 +556,14 @@ class BrowserHostServer:
             recording.finished.wait(replays.STOP_GRACE_SECONDS * 3)
 
     def _hand_on(self, hosted, recording):
-        """Send a finished recording to the app (through its outages, for a while), then forget it here."""
-        query = f"started_at={recording.started_at:.6f}&finished_at={recording.finished_at:.6f}"
-        if recording.error:
-            query += "&error=" + quote(recording.error[:500])
-            self.note(hosted, f"recording {recording.replay_id} failed: {recording.error}", level=logging.WARNING)
-        path = f"{REPLAYS}/{recording.replay_id}?{query}"
-        backoff, deadline = 0.5, time.monotonic() + REPLAY_UPLOAD_SECONDS
+        """Send a finished recording to the app (replays.send), say how it went in the session's log, forget it."""
         try:
-            while True:
-                try:
-                    if recording.error:
-                        self.client.put_file(path, io.BytesIO(), "video/mp4")
-                    else:
-                        with open(recording.path, "rb") as video:
-                            self.client.put_file(path, video, "video/mp4")
-                    if not recording.error:
-                        self.note(hosted, f"recording {recording.replay_id} saved ({recording.written} bytes, "
-                                          f"{recording.finished_at - recording.started_at:.1f} s)")
-                    return
-                except Refused as error:
-                    logger.error("the app refused recording %s: %s", recording.replay_id, error)
-                    return
-                except AppUnreachable as error:
-                    if time.monotonic() > deadline:
-                        logger.error("recording %s is given up: the app did not take it (%s)", recording.replay_id,
-                                     error)
-                        return
-                    time.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
+            status, error = replays.send(self.client, recording, give_up_after=REPLAY_UPLOAD_SECONDS)
+            if error:
+                self.note(hosted, f"recording {recording.replay_id} failed: {error}", level=logging.WARNING)
+            elif status == "saved":
+                self.note(hosted, f"recording {recording.replay_id} saved ({recording.written} bytes, "
+                                  f"{recording.finished_at - recording.started_at:.1f} s)")
         finally:
             for leftover in (recording.path, recording.path.with_suffix(".log")):
                 leftover.unlink(missing_ok=True)

@@ -71,18 +71,31 @@ class AppClient:
                 connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
             if hasattr(body, "seek"):
                 body.seek(0)
+            unsent = None
             try:
-                connection.request(method, self._base + path, body=body, headers=headers)
+                try:
+                    connection.request(method, self._base + path, body=body, headers=headers)
+                except OSError as error:
+                    if connection.sock is None:  # not connected
+                        raise
+                    # A server that will not read the body (a proxy's 413) answers, then closes: its answer is
+                    # still there to read, and is what went wrong.
+                    unsent = error
                 response = connection.getresponse()
                 answer_data = response.read()
+                if unsent is not None:
+                    connection.close()
+                    self._local.connection = None
                 break
             except (OSError, http.client.HTTPException) as error:
+                error = unsent or error
                 connection.close()
                 self._local.connection = None
                 if fresh:
                     raise AppUnreachable(f"{type(error).__name__}: {error}") from None
-        if response.status >= 500:
-            raise AppUnreachable(f"HTTP {response.status}")
+        if response.status >= 500 or (unsent is not None and response.status < 400):
+            sent = f" before the whole body went ({unsent})" if unsent else ""
+            raise AppUnreachable(f"HTTP {response.status}{sent}")
         try:
             answer = json.loads(answer_data or b"null")
         except ValueError:

@@ -1,8 +1,16 @@
 """A recording's bounds and endings on the host (browserhost/replays.py), with a stand-in for ffmpeg; real
 recordings are tested on real browsers (tests/browsers/live/test_computer.py)."""
+import http.server
+import json
 import subprocess
+import threading
+from types import SimpleNamespace
+from urllib.parse import parse_qs, urlsplit
 
 from browserhost import replays
+from browserhost.uplink import AppClient
+from lantern_wire.hosts import REPLAYS
+from tests.live_server import free_port
 
 
 def recording(tmp_path, script, finished, **options):
@@ -39,3 +47,92 @@ def test_the_video_is_x264_of_an_even_size_in_fragments():
     arguments = replays.encoder_arguments(1281, 801, 25, 60)
     assert "scale=1280:800" in arguments and arguments[arguments.index("-g") + 1] == "50"
     assert "frag_keyframe+empty_moov+default_base_moof" in arguments and arguments[-1] == "pipe:1"
+
+
+class Proxy:
+    """A stand-in for a reverse proxy before the app: it refuses a PUT whose body is past `limit` with its own HTML
+    page as nginx does (answered at once, the connection closed unread), takes smaller ones as the app would, and
+    answers 503 to the first `unavailable` requests."""
+
+    def __init__(self, limit, unavailable=0):
+        self.limit, self.unavailable = limit, unavailable
+        self.puts = []  # (path with its query, the body's length)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_PUT(self):
+                length = int(self.headers["Content-Length"])
+                proxy.puts.append((self.path, length))
+                if proxy.unavailable:
+                    proxy.unavailable -= 1
+                    self.rfile.read(length)
+                    return self.answer(503, b"<html>503</html>", "text/html")
+                if length > proxy.limit:
+                    self.close_connection = True
+                    return self.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
+                self.rfile.read(length)
+                self.answer(200, json.dumps({"status": "failed" if "error=" in self.path else "saved"}).encode(),
+                            "application/json")
+
+            def answer(self, status, body, content_type):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def ended_recording(tmp_path, size):
+    video = tmp_path / "r1.mp4"
+    video.write_bytes(b"\0" * size)
+    return SimpleNamespace(replay_id="r1", path=video, started_at=1700000000.5, finished_at=1700000002.5, error=None)
+
+
+def no_pause(seconds):
+    raise AssertionError("a refused upload is not tried again")
+
+
+def test_an_upload_a_proxy_refuses_is_sent_at_once_as_the_recordings_failure(tmp_path):
+    """Taken for an outage (nginx closes a 413's connection unread), or forgotten, it left the replay `saving` until
+    the app gave up on it, 75 minutes later."""
+    proxy = Proxy(limit=1 << 20)
+    client = AppClient(proxy.url, "lbh_test")
+    try:
+        status, error = replays.send(client, ended_recording(tmp_path, 16 << 20), give_up_after=600, sleep=no_pause)
+    finally:
+        client.close()
+        proxy.stop()
+    assert status == "failed" and "413" in error
+    (video, video_size), (failure, failure_size) = proxy.puts
+    assert video.startswith(f"{REPLAYS}/r1?started_at=1700000000.5") and video_size == 16 << 20
+    query = parse_qs(urlsplit(failure).query)
+    assert failure_size == 0 and "413" in query["error"][0] and query["finished_at"] == ["1700000002.500000"]
+
+
+def test_an_upload_is_tried_again_only_while_it_can_succeed(tmp_path):
+    proxy = Proxy(limit=1 << 20, unavailable=2)  # a 5xx, an app restarting: it may take it later
+    client = AppClient(proxy.url, "lbh_test")
+    pauses = []
+    try:
+        assert replays.send(client, ended_recording(tmp_path, 1000), give_up_after=600,
+                            sleep=pauses.append) == ("saved", None)
+    finally:
+        client.close()
+        proxy.stop()
+    assert len(proxy.puts) == 3 and len(pauses) == 2
+    gone = AppClient(f"http://127.0.0.1:{free_port()}", "lbh_test")  # nobody there, past the deadline: given up
+    assert replays.send(gone, ended_recording(tmp_path, 1000), give_up_after=0, sleep=no_pause)[0] is None

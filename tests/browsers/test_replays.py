@@ -2,14 +2,19 @@
 host may send, and what a replay answers in each state. Recording itself is tested on real browsers
 (tests/browsers/live/test_computer.py)."""
 import os
+import threading
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
+from werkzeug.serving import make_server
 
 from app.browsers import replays
 from app.browsers.models import BrowserSession, Replay
 from app.core import blobs
 from app.core.db import db
+from browserhost import replays as host_replays
+from browserhost.uplink import AppClient
 from lantern_wire.hosts import REPLAYS
 from tests.browsers.conftest import on_host
 
@@ -108,3 +113,33 @@ def test_the_openapi_document_describes_replays_and_the_live_view(anonymous):
     assert "text/html" in paths["/browsers/{session_ref}/live"]["get"]["responses"]["200"]["content"]
     started = paths[replays_path]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
     assert started["$ref"].endswith("/Replay")
+
+
+def test_a_recording_the_app_refuses_fails_with_its_reason_at_once(app, client, session_id, add_host, tmp_path):
+    """The host sends the refusal as the recording's error (browserhost/replays.py `send`): it said `saving` until
+    the app gave up on it, REPLAY_MAX_SECONDS + SAVING_GRACE_SECONDS later."""
+    credential, _ = add_host("h1")
+    on_host(app, session_id, "h1")
+    replay_id = recording(app, session_id)
+    app.config["REPLAY_MAX_BYTES"] = 1000
+    video = tmp_path / "video.mp4"
+    video.write_bytes(VIDEO * 1000)
+    ended = SimpleNamespace(replay_id=replay_id, path=video, started_at=1700000000.5, finished_at=1700000002.5,
+                            error=None)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    host_client = AppClient(f"http://127.0.0.1:{server.server_port}", credential)
+    try:
+        status, error = host_replays.send(host_client, ended, give_up_after=600, sleep=no_pause)
+    finally:
+        host_client.close()
+        server.shutdown()
+        server.server_close()
+    assert status == "failed" and "413" in error
+    [listed] = client.get(f"/browsers/{session_id}/replays").get_json()
+    assert listed["status"] == "failed" and "413" in listed["error"] and listed["size_bytes"] is None
+    assert listed["finished_at"] == "2023-11-14T22:13:22.500000Z"
+
+
+def no_pause(seconds):
+    raise AssertionError("a refused upload is not tried again")
