@@ -20,12 +20,13 @@ comma := ,
 
 install: $(VENV)/.installed
 # Debian's Chromium and Xvfb (headful browsers), for the browser host and the browser tests; what
-# each session's sandbox is built from (app/browsers/host/sandbox.py: bubblewrap, slirp4netns,
-# nftables, socat, with iproute2's ip and util-linux's setpriv); and nginx, which the tests put in
+# each session's sandbox is built from (browserhost/sandbox.py: bubblewrap, slirp4netns, nftables,
+# systemd's socket proxy, dnsmasq, with iproute2's ip and util-linux's setpriv); and nginx, which the tests put in
 # front of two app servers (never started as a service): installed when missing, if apt-get and
 # root, said first; otherwise what to install is printed. xdotool and ffmpeg act on and grab a headful
 # session's display for the computer API (browserhost/computer.py), inside its sandbox.
-BROWSER_PACKAGES := chromium xvfb bubblewrap slirp4netns nftables socat iproute2 util-linux nginx xdotool ffmpeg
+BROWSER_PACKAGES := chromium xvfb bubblewrap slirp4netns nftables systemd dnsmasq-base iproute2 util-linux nginx \
+	xdotool ffmpeg
 # The unprivileged user every sandbox runs as (BROWSER_SANDBOX_USER); created when missing, as root.
 SANDBOX_USER ?= lantern-browser
 # wrk drives bench/run.py's reads (a C client leaves the server the CPU it shares with it).

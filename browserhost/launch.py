@@ -301,6 +301,7 @@ class Browser:
         log_path = workdir / "chromium.log"
         with open(log_path, "ab") as log_file:
             process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)], screen=screen,
+                                devtools=True,
                                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)
         try:

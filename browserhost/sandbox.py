@@ -25,11 +25,13 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   (BROWSER_LOOPBACK_PORTS, at the same http://127.0.0.1:PORT inside, translated to slirp4netns'
   gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
-- **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; `socat`, inside the
-  sandbox, makes it a Unix socket in the sandbox's `run/` folder (outside its home; a 1 MiB tmpfs the
-  host mounts, since a CDP client could point downloads there), which only this
-  host and the workers on this machine (root) open, never through a link and only as a socket of the
-  sandbox's user (the sandbox can write that folder: lantern_wire/splice.connect_unix). No host TCP port.
+- **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; the host binds its Unix
+  socket in a folder of root's that nothing of the sandbox sees (`devtools/`: a CDP client could point
+  downloads at any folder the session can write, and a file named like the socket would replace it), and
+  hands the listening end to systemd's `systemd-socket-proxyd` inside the sandbox, which relays each
+  connection to port 9222. Only this host and the workers on this machine (root) open it, never through a
+  link and only as a socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
+  `run/` (Xvfb's log) is a 1 MiB tmpfs the host mounts, since downloads may be pointed there too.
 - **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
   caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
@@ -60,13 +62,14 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "ip": "iproute2", "nft": "nftables",
-         "slirp4netns": "slirp4netns", "socat": "socat", "sysctl": "procps", "mount": "mount"}
+         "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount",
+         "/usr/lib/systemd/systemd-socket-proxyd": "systemd"}
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
 DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
-RUN_BYTES = 1024 * 1024  # run/: the DevTools socket and Xvfb's log
+RUN_BYTES = 1024 * 1024  # run/: Xvfb's log
 # slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
 SLIRP_NETWORK, SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.0/24", "10.0.2.2", "10.0.2.3"
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
@@ -196,6 +199,7 @@ class Sandbox:
         # as that user, and a host's own folder may be in a home it cannot enter).
         self.root = policy.root / self.name
         self.run, self.etc = self.root / "run", self.root / "etc"
+        self.devtools_folder = self.root / "devtools"  # root's, and mounted nowhere inside
         self.extensions = self.root / "extensions"  # unpacked by the host, mounted read-only
         self.cgroup = Cgroup(self.name)
         self._slirp = None
@@ -240,10 +244,11 @@ class Sandbox:
         self.policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
         self.root.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # walkable by the sandbox user, not listable
-        for folder, owner in ((self.run, uid), (self.etc, 0), (self.extensions, 0)):
+        for folder, owner, mode in ((self.run, uid, 0o700), (self.etc, 0, 0o755), (self.extensions, 0, 0o755),
+                                    (self.devtools_folder, 0, 0o700)):
             folder.mkdir(exist_ok=True)
             os.chown(folder, owner, gid if owner else 0)
-            folder.chmod(0o700 if owner else 0o755)
+            folder.chmod(mode)
         if not os.path.ismount(self.run):
             options = f"size={RUN_BYTES},mode=0700,uid={uid},gid={gid},nosuid,nodev,noexec"
             subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(self.run)], check=True,
@@ -296,17 +301,41 @@ class Sandbox:
 
     # -- running inside -------------------------------------------------------------------------
 
-    def popen(self, argv, variables=None, *, binds=(), screen=None, **options):
+    def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, **options):
         """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
-        `screen` (width, height) started inside when given."""
+        `screen` (width, height) started inside when given, and with the DevTools socket relayed to port 9222
+        while it runs when `devtools` (for the browser)."""
         mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]
-        command = self._command(argv, variables, mounts, screen)
-        return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+        listener = self._devtools_listener() if devtools else None
+        try:
+            if listener is not None:
+                options["pass_fds"] = (*options.get("pass_fds", ()), listener.fileno())
+            command = self._command(argv, variables, mounts, screen, listener and listener.fileno())
+            return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+        finally:
+            if listener is not None:
+                listener.close()  # the relay inside holds it now
 
-    def _command(self, argv, variables, mounts, screen):
+    def _devtools_listener(self):
+        """The DevTools socket, bound anew by this host (as root, in a folder the sandbox cannot see) and
+        listening; it belongs to the sandbox's user, as the workers that open it check."""
+        path = self.devtools_socket()
+        Path(path).unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            os.chown(path, *self.policy.ids())
+            os.chmod(path, 0o600)
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        return listener
+
+    def _command(self, argv, variables, mounts, screen, devtools_fd=None):
         uid, gid = self.policy.ids()
         inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
@@ -325,6 +354,8 @@ class Sandbox:
         inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
         if screen:
             inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
+        if devtools_fd is not None:
+            inner += ["--devtools", str(devtools_fd)]
         inner += ["--", *argv]
         # The cgroup is joined first (by the shell that then becomes the rest), so every process of
         # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
@@ -334,7 +365,7 @@ class Sandbox:
                 "--inh-caps=-all", *inner]
 
     def devtools_socket(self):
-        return str(self.run / DEVTOOLS_SOCKET)
+        return str(self.devtools_folder / DEVTOOLS_SOCKET)
 
     def oom_kills(self):
         return self.cgroup.oom_kills()
@@ -346,11 +377,10 @@ class Sandbox:
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 
 # The launcher inside the sandbox: an X display when asked (a fixed number: /tmp and the network
-# namespace, where X's abstract socket lives, are the sandbox's own), the DevTools socket (socat's
-# 8 KiB default buffer cut a 2.7 MB screenshot into hundreds of copies; its "connection refused" while
-# Chromium starts, which the host's first looks meet, is no part of the browser's log), then the browser
-# in its place
-# (so the sandbox ends when the browser does).
+# namespace, where X's abstract socket lives, are the sandbox's own), the DevTools relay when asked (the
+# listening socket's descriptor: systemd's socket activation wants it as fd 3, with LISTEN_PID its own pid;
+# its "connection refused" while Chromium starts, which the host's first looks meet, is no part of the
+# browser's log), then the command in its place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
 if [ "$1" = --screen ]; then
@@ -363,8 +393,13 @@ if [ "$1" = --screen ]; then
   done
   export DISPLAY=:99
 fi
+if [ "$1" = --devtools ]; then
+  relay='exec 3<&"$1"; LISTEN_FDS=1 LISTEN_PID=$$ exec /usr/lib/systemd/systemd-socket-proxyd 127.0.0.1:9222'
+  /bin/sh -c "$relay" relay "$2" 2>/dev/null &
+  eval "exec $2<&-"
+  shift 2
+fi
 shift
-socat -b 262144 UNIX-LISTEN:/run/lantern/devtools.sock,fork,mode=600 TCP:127.0.0.1:9222 2>/dev/null &
 exec "$@"
 """
 # Write our pid into each cgroup.procs given (their count first), then run the rest.

@@ -90,32 +90,67 @@ def test_a_page_reads_no_file_of_the_server(page, lantern):
         sentinel.unlink()
 
 
+class Download(LocalServer):
+    """A file offered as a download, named `name`."""
+
+    def __init__(self, name, body):
+        super().__init__()
+        self.name, self.body = name, body
+
+    def get(self, handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Disposition", f'attachment; filename="{self.name}"')
+        handler.send_header("Content-Length", str(len(self.body)))
+        handler.end_headers()
+        handler.wfile.write(self.body)
+
+
+def download(cdp_ws_url, server, folder):
+    """Have the session download `server`'s file into `folder` (as the browser sees it), as a CDP client can;
+    the download's final state."""
+    ended = threading.Event()
+    states = []
+    with CdpClient(cdp_ws_url) as cdp:
+        def progress(params, _):
+            if params["state"] != "inProgress":
+                states.append(params["state"])
+                ended.set()
+        cdp.on("Browser.downloadProgress", progress)
+        cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder),
+                                                 "eventsEnabled": True})
+        cdp.call("Target.createTarget", {"url": f"{server.url}/{server.name}"})
+        assert ended.wait(15), "the download neither finished nor failed"
+    return states[0]
+
+
 def test_a_download_aimed_at_a_server_folder_writes_nothing_there(sdk, site):
     created = sdk.browsers.create(headless=True)
     name = f"config-{secrets.token_hex(6)}.py"
     target = ROOT / "instance"
-
-    class Download(LocalServer):
-        def get(self, handler):
-            body = b"import os  # would run as the server\n"
-            handler.send_response(200)
-            handler.send_header("Content-Type", "application/octet-stream")
-            handler.send_header("Content-Disposition", f'attachment; filename="{name}"')
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-
-    server = Download().start()
-    ended = threading.Event()
+    server = Download(name, b"import os  # would run as the server\n").start()
     try:
-        with CdpClient(created.cdp_ws_url) as cdp:
-            cdp.on("Browser.downloadProgress", lambda params, _: params["state"] != "inProgress" and ended.set())
-            cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(target),
-                                                     "eventsEnabled": True})
-            cdp.call("Target.createTarget", {"url": f"{server.url}/{name}"})
-            assert ended.wait(15), "the download neither finished nor failed"
+        download(created.cdp_ws_url, server, target)
         assert not (target / name).exists()
         assert not list(ROOT.rglob(name))
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("headless", [True, False])
+def test_a_download_named_like_the_devtools_socket_does_not_replace_it(sdk, lantern, site, headless):
+    """#34 item 7: the socket's folder was the sandbox's run/ (/run/lantern inside), which the session can write:
+    a file downloaded there under the socket's name replaced it, and no new CDP connection could be made."""
+    created = sdk.browsers.create(headless=headless)
+    box = sandbox_of(lantern, created.session_id)
+    server = Download(sandbox.DEVTOOLS_SOCKET, b"not a socket\n").start()
+    try:
+        for folder in (sandbox.INSIDE_RUN, Path(box.devtools_socket()).parent):  # where it was, where it is
+            download(created.cdp_ws_url, server, folder)
+            assert Path(box.devtools_socket()).is_socket()
+            with CdpClient(created.cdp_ws_url) as cdp:  # a new connection, through the socket
+                assert cdp.call("Browser.getVersion")["product"].startswith("Chrome/")
+        assert sdk.browsers.computer.capture_screenshot(created.session_id).read()[:4] == b"\x89PNG"
     finally:
         server.stop()
 
@@ -123,7 +158,7 @@ def test_a_download_aimed_at_a_server_folder_writes_nothing_there(sdk, site):
 def test_no_process_of_a_session_is_root_and_chromium_keeps_its_own_sandbox(sdk, lantern):
     created = sdk.browsers.create(headless=True)
     pids = sandbox_of(lantern, created.session_id).cgroup.pids()
-    assert len(pids) > 3  # Chromium, its children, the DevTools socket's socat
+    assert len(pids) > 3  # Chromium, its children, the DevTools socket's relay
     for pid in pids:
         try:
             status, cmdline = Path(f"/proc/{pid}/status").read_text(), Path(f"/proc/{pid}/cmdline").read_bytes()
