@@ -22,7 +22,7 @@ from browserhost.launch import (
 )
 from lantern_wire.hosts import control_key
 from tests.browsers.live.conftest import CAPACITY, sandbox_of
-from tests.live_server import cannot_sandbox
+from tests.live_server import cannot_sandbox, run_cli
 from tests.readme import examples, run
 from tests.waiting import eventually
 
@@ -217,6 +217,19 @@ def test_two_hosts_share_the_load_and_a_lost_host_ends_only_its_sessions(lantern
         assert not box.cgroup.exists() and not box.root.exists()
         assert not Path(f"/var/run/netns/{box.name}").exists()
     restarted.stop()
+
+
+def test_after_a_host_is_killed_the_next_creates_all_start_on_another_with_room(lantern, sdk):
+    """#34 item 16: the dead host, least loaded, is placed first until it misses its heartbeats; each start it does
+    not answer goes to the host with room, so no create is refused meanwhile."""
+    doomed = lantern.start_host("doomed", 5)  # 0 of 5 taken: it sorts before "first", 0 of CAPACITY
+    doomed.process.kill()
+    doomed.process.wait()
+    try:
+        created = [sdk.browsers.create(headless=True).session_id for _ in range(CAPACITY)]
+        assert set(lantern.hosts[0].health()["sessions"]) == set(created)
+    finally:
+        run_cli(lantern.env, "browsers", "hosts", "revoke", "doomed")  # out of placement for the next tests
 
 
 def test_the_readme_browser_example_runs(lantern, site):
