@@ -31,10 +31,11 @@ JPEG_QUALITY = 80
 
 def encoder_arguments(width, height, framerate, max_seconds):
     """ffmpeg's output options: H.264 of an even size (x264 needs one), a keyframe (and so a fragment) every
-    two seconds, yuv420p for every player, fragmented MP4 on stdout."""
+    two seconds, yuv420p for every player, fragmented MP4 on stdout. No look-ahead (zerolatency): each frame is
+    encoded as it comes, so the encoder keeps up with the screen and is done soon after the last frame."""
     return ["-t", str(max_seconds), "-an", "-vf", f"scale={width - width % 2}:{height - height % 2}",
-            "-c:v", "libx264", "-preset", "veryfast", "-g", str(2 * framerate), "-pix_fmt", "yuv420p",
-            "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", "pipe:1"]
+            "-c:v", "libx264", "-preset", "veryfast", "-tune", "zerolatency", "-g", str(2 * framerate),
+            "-pix_fmt", "yuv420p", "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", "pipe:1"]
 
 
 class Recording:
@@ -149,7 +150,10 @@ class ScreencastRecording(Recording):
         self._cdp = None
 
     def input_arguments(self):
-        return ["-f", "image2pipe", "-framerate", str(self.framerate), "-c:v", "mjpeg", "-i", "pipe:0"]
+        # No probing: by default ffmpeg reads 5 s of frames before it encodes any, and so ended a 2 s recording
+        # 5 s after it began; the frames' size and rate are all there is to learn, and the first frame says them.
+        return ["-probesize", "32", "-analyzeduration", "0", "-f", "image2pipe", "-framerate", str(self.framerate),
+                "-c:v", "mjpeg", "-i", "pipe:0"]
 
     def start(self, spawn):
         self._cdp = CdpClient(self.devtools)
@@ -175,15 +179,20 @@ class ScreencastRecording(Recording):
         self._cdp.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]}, session_id=session_id)
 
     def _feed(self):
-        """The newest frame at every tick: the video's time is the time recorded."""
+        """The newest frame at every tick, for at most max_seconds: the video's time is the time recorded, and it
+        ends when its last frame has had its time (ffmpeg then finishes at the end of its input)."""
         tick = 1 / self.framerate
         due = time.monotonic()
         try:
-            while not self._stopping.is_set():
+            for _ in range(self.framerate * self.max_seconds):
+                if self._stopping.is_set():
+                    break
                 self._process.stdin.write(self._frame)
                 due += tick
                 self._stopping.wait(max(0.0, due - time.monotonic()))
-        except (OSError, ValueError):  # ffmpeg ended (its -t, or it failed): _write says which
+            else:
+                self.finished_at = self.finished_at or time.time()
+        except (OSError, ValueError):  # ffmpeg ended (it failed): _write says why
             pass
         finally:
             self._cdp.close()
