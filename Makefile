@@ -113,7 +113,7 @@ run: install browser-packages
 	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; while kill -0 $$app 2>/dev/null; do \
 		LANTERN_BROWSER_HOST_CREDENTIAL="$$credential" LANTERN_APP_URL=http://127.0.0.1:$(PORT) \
 			$(BIN)/python -m browserhost --bind 127.0.0.1:$(BROWSER_HOST_PORT) & child=$$!; wait $$child; status=$$?; \
-		case $$status in 0|3|4) exit $$status;; esac; kill -0 $$app 2>/dev/null || exit 0; \
+		case $$status in 0|3|4|5) exit $$status;; esac; kill -0 $$app 2>/dev/null || exit 0; \
 		echo "The browser host stopped (exit status $$status); starting a new one: its sessions end host_restarted."; \
 		sleep 1; \
 	done ) & host=$$!; \

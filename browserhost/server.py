@@ -25,6 +25,8 @@ Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each brows
 in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
 registry: after a crash (`kill -9`), the next start kills the process groups recorded
 there and removes the folders, and its registration ends the sessions the app still gives it.
+A host holds its folder (host_folder.py) while it runs: a second host for the same folder
+exits (status 5) before sweeping anything.
 While a CDP client is connected the session is active (said at every heartbeat); when
 the last one leaves, its idle timeout starts from then.
 
@@ -53,7 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from browserhost import computer, launch, replays, sandbox, storage
+from browserhost import computer, host_folder, launch, replays, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.uplink import AppUnreachable, Refused, Reports
@@ -80,6 +82,8 @@ HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
 CHROMIUM_LOG_MAX_BYTES = 16 * 1024 * 1024
 # The host's exit status when the app refuses its credential (revoked): starting it again would not help.
 CREDENTIAL_REFUSED = 4
+# ... when another host runs on its folder (<BROWSER_HOST_DIR>/<name>): it would only refuse again.
+FOLDER_IN_USE = 5
 # How long a stopping host waits for the app to take what its browsers reported last.
 FINAL_REPORTS_SECONDS = 10
 # How long a finished recording is offered to the app while it does not answer, before it is given up.
@@ -137,6 +141,7 @@ class BrowserHostServer:
         self.shutting_down = False
         self.exit_status = 0
         self.httpd = None
+        self.folder_lock = None  # the descriptor holding this host's folder (host_folder.py), open while it runs
 
     # -- life ------------------------------------------------------------------------------
 
@@ -159,6 +164,10 @@ class BrowserHostServer:
         if not self.register():
             return self.exit_status
         self.root = self.root / self.name
+        try:
+            self.folder_lock = host_folder.hold(self.root)  # before anything of the folder is swept
+        except host_folder.FolderInUse as error:
+            return self.refuse_folder(error)
         (self.root / "sessions").mkdir(parents=True, exist_ok=True)
         self.clean_up_after_crash()
         (self.root / "replays").mkdir(exist_ok=True)
@@ -188,6 +197,20 @@ class BrowserHostServer:
         finally:
             self.httpd.shutdown()
             self.stopped.set()
+
+    def refuse_folder(self, in_use):
+        """Another host runs on this host's folder: this one stops at once, touching nothing of it; its app is told
+        (it registered), so that it places nothing here."""
+        logger.error("another browser host (pid %s) runs on %s: stop it, or give this host a folder of its own "
+                     "(LANTERN_BROWSER_HOST_DIR) or another name (flask browsers hosts add NAME)",
+                     in_use.pid or "unknown", in_use.folder)
+        self.exit_status = FOLDER_IN_USE
+        try:
+            self.client.post(STOPPED, {})
+        except (AppUnreachable, Refused) as error:
+            logger.warning("could not tell the app this host stopped (%s)", error)
+        self.httpd.server_close()
+        return self.exit_status
 
     def refused(self, status):
         """The app refuses this host's credential (revoked): nothing it runs can be reported; it stops."""

@@ -13,7 +13,18 @@ from playwright.sync_api import sync_playwright
 from lantern_wire.hosts import HEARTBEAT
 from tests.browsers.live.conftest import HOST_SETTINGS, Host
 from tests.browsers.live.test_real_browsers import first_page
-from tests.live_server import ROOT, browser_host, free_port, gunicorn, private_database, run_cli, server_env, stop
+from tests.live_server import (
+    ROOT,
+    browser_host,
+    free_port,
+    gunicorn,
+    host_env,
+    host_packages,
+    private_database,
+    run_cli,
+    server_env,
+    stop,
+)
 from tests.waiting import eventually
 
 
@@ -122,3 +133,38 @@ def test_a_host_keeps_every_event_and_its_sessions_while_the_app_is_down_for_fiv
             sdk.close()
             stop(host.process)
             assert not os.path.exists(tmp_path / "hosts" / "steady" / "sessions" / created.session_id)
+
+
+def test_a_second_host_for_the_same_folder_refuses_to_start_and_touches_nothing_of_the_first(lantern, sdk, tmp_path):
+    """#34 item 15: two stacks of one checkout (each its own app and database), both hosts named alike on the same
+    BROWSER_HOST_DIR. The second says which host holds the folder and what to change, exits 5 (make run does not
+    start it again), and the first's session goes on, its folder and browser untouched."""
+    first = lantern.hosts[0]
+    created = sdk.browsers.create(headless=True)
+    assert created.session_id in first.health()["sessions"]
+    session_folder = first.workdir / "sessions" / created.session_id
+    with private_database(tmp_path) as database_url:
+        env = server_env(database_url, tmp_path)
+        env.update(HOST_SETTINGS, LANTERN_BROWSER_HOST_DIR=lantern.env["LANTERN_BROWSER_HOST_DIR"])
+        run_cli(env, "db", "upgrade")
+        with gunicorn(env, tmp_path / "gunicorn.log") as base_url:
+            port = free_port()
+            credential = run_cli(env, "browsers", "hosts", "add", first.name, "--address", f"http://127.0.0.1:{port}",
+                                 "--quiet").strip()
+            second = subprocess.Popen([sys.executable, "-S", "-m", "browserhost", "--bind", f"127.0.0.1:{port}"],
+                                      cwd=ROOT, env=host_env(env, base_url, credential, host_packages(tmp_path / "py")),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                output, _ = second.communicate(timeout=60)
+            finally:
+                stop(second)
+            listed = run_cli(env, "browsers", "hosts", "list")
+    assert second.returncode == 5, output
+    [refusal] = [line for line in output.splitlines() if "another browser host" in line]
+    assert f"(pid {first.process.pid})" in refusal and "LANTERN_BROWSER_HOST_DIR" in refusal
+    assert " live " not in listed  # it told its app it stopped: nothing is placed on it
+    assert (session_folder / "chromium.pgid").exists()
+    version = httpx.get(created.cdp_ws_url.replace("ws://", "http://", 1).replace("/cdp?", "/cdp/json/version?"),
+                        timeout=10)
+    assert version.status_code == 200 and "Chrome" in version.json()["Browser"]
+    assert sdk.browsers.retrieve(created.session_id).deleted_at is None
