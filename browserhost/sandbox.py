@@ -32,8 +32,10 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   connection to port 9222. Only this host and the workers on this machine (root) open it, never through a
   link and only as a socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
   `run/` (Xvfb's log) is a 1 MiB tmpfs the host mounts, since downloads may be pointed there too.
-- **Limits**: a cgroup per session (v2, or v1's memory and pids controllers), memory and process
-  caps; the kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
+- **Limits**: a cgroup per session (v2, or v1's memory, pids and cpu controllers), memory and process
+  caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most, and a weight in proportion when cores are
+  contended); every process of the session is in it from its start, slirp4netns and the relays included.
+  The kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
   (BROWSER_SANDBOXES_MEMORY_MB), so the OOM killer then ends a browser, not the app or its database.
 
@@ -61,7 +63,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "ip": "iproute2", "nft": "nftables",
+TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount",
          "/usr/lib/systemd/systemd-socket-proxyd": "systemd"}
 INSIDE_HOME = "/home/session"
@@ -87,6 +89,7 @@ BLOCKED_NETWORKS = (
 ALLOWLIST_PORTS = (80, 443)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "lantern"
+CPU_PERIOD_US = 100_000  # the kernel's default period for a CPU bound
 NETNS_PREFIX = "lantern-"
 KILL_SECONDS = 5.0
 
@@ -117,6 +120,14 @@ def parse_networks(text):
     return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
 
 
+def parse_cpus(text):
+    """'1.5' -> 1.5 (cores); ValueError for what is not a positive number."""
+    cpus = float(text)
+    if not 0.01 <= cpus <= 1024:
+        raise ValueError(f"BROWSER_SANDBOX_CPUS is a number of cores from 0.01, not {text!r}")
+    return cpus
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """What every sandbox of a host gets (from BROWSER_SANDBOX_* and BROWSER_* settings)."""
@@ -127,13 +138,15 @@ class SandboxPolicy:
     allowed_networks: tuple = ()
     pids_max: int = 1024
     all_memory_mb: int | None = None  # every sandbox of the machine together (None: as it is)
+    cpus: float = 1.0  # cores a session may keep busy at most
 
     @classmethod
     def from_config(cls, config):
         return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
                    loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
                    allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
-                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"])
+                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"],
+                   cpus=parse_cpus(config["BROWSER_SANDBOX_CPUS"]))
 
     def ids(self):
         """(uid, gid) of the sandbox user; KeyError when there is no such user."""
@@ -162,7 +175,7 @@ def probe(policy):
     try:
         Cgroup.parent_ready()
     except OSError as error:
-        missing.append(f"cgroups: the memory and pids controllers are not writable here ({error})")
+        missing.append(f"cgroups: the memory, pids and cpu controllers are not writable here ({error})")
     else:
         try:
             Cgroup.cap_all(policy.all_memory_mb)
@@ -212,7 +225,7 @@ class Sandbox:
         (what was made is removed again)."""
         try:
             self._make_folders()
-            self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max)
+            self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max, self.policy.cpus)
             self._make_network()
         except (OSError, subprocess.SubprocessError, ValueError, SandboxError) as error:
             self.destroy()
@@ -222,7 +235,7 @@ class Sandbox:
     def destroy(self, grace=0.0):
         """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go.
         Idempotent; the workdir itself is the caller's to remove."""
-        self.cgroup.kill(grace)
+        self.cgroup.kill(grace, everything=True)
         if self._slirp_exit is not None:
             os.close(self._slirp_exit)  # slirp4netns exits when this end closes
             self._slirp_exit = None
@@ -276,11 +289,21 @@ class Sandbox:
         # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
         # (the firewall refuses it either way).
         loopback = [] if reaches_loopback(self.policy, self.allowed_hosts) else ["--disable-host-loopback"]
+        # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
+        # namespace of its own with /etc and /run read-only, drops every capability but binding low ports,
+        # and its seccomp filter leaves it the few system calls a network stack needs. That sandbox unmounts
+        # the rest, which would reach the host's /run/netns (a shared mount) and unmount every session's
+        # namespace there: `unshare` first gives it a private copy. In the session's cgroup: the CPU and
+        # memory its packets take are the session's.
+        procs = self.cgroup.procs_files()
         try:
             with open(self.workdir / "slirp4netns.log", "ab") as out:
                 self._slirp = subprocess.Popen(
-                    ["slirp4netns", "--configure", "--mtu=65520", *loopback, f"--ready-fd={ready_write}",
-                     f"--exit-fd={exit_read}", "--netns-type=path", f"/var/run/netns/{self.name}", "tap0"],
+                    ["/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
+                     "unshare", "--mount", "--propagation", "private",
+                     "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
+                     f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
+                     f"/var/run/netns/{self.name}", "tap0"],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     pass_fds=(ready_write, exit_read), start_new_session=True)
         finally:
@@ -292,6 +315,7 @@ class Sandbox:
             os.close(ready_read)
         if ready != b"1":
             raise SandboxError(f"slirp4netns did not come up: {(self.workdir / 'slirp4netns.log').read_text()[-500:]}")
+        self.cgroup.spared.add(self._slirp.pid)
 
     def _in_netns(self, argv, stdin=None):
         result = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin, text=True,
@@ -305,15 +329,15 @@ class Sandbox:
         """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
         `screen` (width, height) started inside when given, and with the DevTools socket relayed to port 9222
-        while it runs when `devtools` (for the browser)."""
+        while it runs when `devtools` (for the browser; its stdin is /dev/null then)."""
         mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]
         listener = self._devtools_listener() if devtools else None
         try:
             if listener is not None:
-                options["pass_fds"] = (*options.get("pass_fds", ()), listener.fileno())
-            command = self._command(argv, variables, mounts, screen, listener and listener.fileno())
+                options["stdin"] = listener  # the launcher hands it to the relay; the command's is /dev/null
+            command = self._command(argv, variables, mounts, screen, devtools)
             return _SPAWNER.submit(subprocess.Popen, command, **options).result()
         finally:
             if listener is not None:
@@ -335,7 +359,7 @@ class Sandbox:
             raise
         return listener
 
-    def _command(self, argv, variables, mounts, screen, devtools_fd=None):
+    def _command(self, argv, variables, mounts, screen, devtools=False):
         uid, gid = self.policy.ids()
         inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
@@ -352,10 +376,10 @@ class Sandbox:
         for name, value in variables.items():
             inner += ["--setenv", name, value]
         inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
+        if devtools:
+            inner += ["--devtools"]
         if screen:
             inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
-        if devtools_fd is not None:
-            inner += ["--devtools", str(devtools_fd)]
         inner += ["--", *argv]
         # The cgroup is joined first (by the shell that then becomes the rest), so every process of
         # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
@@ -376,13 +400,20 @@ class Sandbox:
 # the host (an idle executor thread waits for work until the process ends), never from a request's thread.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 
-# The launcher inside the sandbox: an X display when asked (a fixed number: /tmp and the network
-# namespace, where X's abstract socket lives, are the sandbox's own), the DevTools relay when asked (the
-# listening socket's descriptor: systemd's socket activation wants it as fd 3, with LISTEN_PID its own pid;
-# its "connection refused" while Chromium starts, which the host's first looks meet, is no part of the
-# browser's log), then the command in its place (so the sandbox ends when the browser does).
+# The launcher inside the sandbox: the DevTools relay when asked (the listening socket comes as stdin:
+# systemd's socket activation wants it as fd 3, with LISTEN_PID its own pid; its "connection refused" while
+# Chromium starts, which the host's first looks meet, is no part of the browser's log), an X display when
+# asked (a fixed number: /tmp and the network namespace, where X's abstract socket lives, are the sandbox's
+# own), then the command in its place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
+if [ "$1" = --devtools ]; then
+  relay='LISTEN_FDS=1 LISTEN_PID=$$ exec /usr/lib/systemd/systemd-socket-proxyd 127.0.0.1:9222'
+  exec 3<&0 </dev/null
+  /bin/sh -c "$relay" 2>/dev/null &
+  exec 3<&-
+  shift
+fi
 if [ "$1" = --screen ]; then
   mkdir -p -m 1777 /tmp/.X11-unix
   Xvfb :99 -screen 0 "$2" -nolisten tcp >/run/lantern/xvfb.log 2>&1 &
@@ -392,12 +423,6 @@ if [ "$1" = --screen ]; then
     tries=$((tries + 1)); [ $tries -lt 200 ] || { echo "Xvfb did not start" >&2; exit 1; }; sleep 0.05
   done
   export DISPLAY=:99
-fi
-if [ "$1" = --devtools ]; then
-  relay='exec 3<&"$1"; LISTEN_FDS=1 LISTEN_PID=$$ exec /usr/lib/systemd/systemd-socket-proxyd 127.0.0.1:9222'
-  /bin/sh -c "$relay" relay "$2" 2>/dev/null &
-  eval "exec $2<&-"
-  shift 2
 fi
 shift
 exec "$@"
@@ -422,7 +447,7 @@ def remove_leftovers(workdir, policy_root):
     cgroup = Cgroup(name)
     folder = Path(policy_root) / name
     found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}") or folder.exists()
-    cgroup.kill(0)
+    cgroup.kill(0, everything=True)
     cgroup.remove()
     _remove_netns(name)
     _unmount(folder / "run")
@@ -538,10 +563,13 @@ def _by_family(items):
 # -- cgroups --------------------------------------------------------------------------------------
 
 class Cgroup:
-    """A session's cgroup: one directory under cgroup v2, or one under each of v1's memory and pids."""
+    """A session's cgroup: one directory under cgroup v2, or one under each of v1's memory, pids and cpu."""
 
     def __init__(self, name):
         self.name = name
+        # The sandbox's own processes (its network stack), which outlive a browser stopped and started again
+        # in it, and end with the sandbox.
+        self.spared = set()
 
     @staticmethod
     def unified():
@@ -551,7 +579,7 @@ class Cgroup:
     def parents(cls):
         if cls.unified():
             return [CGROUP_ROOT / CGROUP_PARENT]
-        return [CGROUP_ROOT / "memory" / CGROUP_PARENT, CGROUP_ROOT / "pids" / CGROUP_PARENT]
+        return [CGROUP_ROOT / controller / CGROUP_PARENT for controller in ("memory", "pids", "cpu")]
 
     @classmethod
     def parent_ready(cls):
@@ -560,7 +588,7 @@ class Cgroup:
             parent.mkdir(exist_ok=True)
         if cls.unified():
             for folder in (CGROUP_ROOT, CGROUP_ROOT / CGROUP_PARENT):
-                (folder / "cgroup.subtree_control").write_text("+memory +pids")
+                (folder / "cgroup.subtree_control").write_text("+memory +pids +cpu")
 
     @classmethod
     def cap_all(cls, memory_mb):
@@ -586,28 +614,40 @@ class Cgroup:
     def exists(self):
         return any(folder.exists() for folder in self.folders())
 
-    def create(self, memory_bytes, pids_max):
+    def create(self, memory_bytes, pids_max, cpus=None):
+        """Make it with its caps (`cpus`: cores it may keep busy at most, None: no bound); with cores
+        contended, sessions share them in proportion to their bounds."""
         self.parent_ready()
         for folder in self.folders():
             folder.mkdir(exist_ok=True)
+        quota = "max" if cpus is None else max(1000, round(cpus * CPU_PERIOD_US))
         if self.unified():
             folder = self.folders()[0]
             _write(folder / "memory.max", memory_bytes)
             _write(folder / "memory.swap.max", 0, required=False)
             _write(folder / "pids.max", pids_max)
+            _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+            _write(folder / "cpu.weight", min(10_000, max(1, round(100 * (cpus or 1)))))
         else:
-            memory, pids = self.folders()
+            memory, pids, cpu = self.folders()
             _write(memory / "memory.limit_in_bytes", memory_bytes)
             _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
             _write(pids / "pids.max", pids_max)
+            _write(cpu / "cpu.cfs_period_us", CPU_PERIOD_US)
+            _write(cpu / "cpu.cfs_quota_us", -1 if quota == "max" else quota)
+            _write(cpu / "cpu.shares", min(262_144, max(2, round(1024 * (cpus or 1)))))
 
     def limits(self):
-        """(memory cap in bytes, most processes and threads) as the kernel holds them."""
+        """(memory cap in bytes, most processes and threads, cores at most or None) as the kernel holds them."""
         if self.unified():
             folder = self.folders()[0]
-            return int((folder / "memory.max").read_text()), int((folder / "pids.max").read_text())
-        memory, pids = self.folders()
-        return int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text())
+            quota, period = (folder / "cpu.max").read_text().split()
+            return (int((folder / "memory.max").read_text()), int((folder / "pids.max").read_text()),
+                    None if quota == "max" else int(quota) / int(period))
+        memory, pids, cpu = self.folders()
+        quota, period = (int((cpu / name).read_text()) for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+        return (int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text()),
+                None if quota < 0 else quota / period)
 
     def pids(self):
         found = set()
@@ -618,20 +658,25 @@ class Cgroup:
                 pass
         return found
 
-    def kill(self, grace=0.0):
-        """SIGTERM to every process (when `grace`), SIGKILL to what is left; waits until none is left."""
+    def kill(self, grace=0.0, *, everything=False):
+        """SIGTERM to every process but the spared ones (all with `everything`) when `grace`, SIGKILL to what is
+        left; waits until none is left."""
+        def targets():
+            return self.pids() if everything else self.pids() - self.spared
+
         if grace > 0:
-            self._signal_all(signal.SIGTERM)
+            self._signal_all(signal.SIGTERM, targets())
             deadline = time.monotonic() + grace
-            while self.pids() and time.monotonic() < deadline:
+            while targets() and time.monotonic() < deadline:
                 time.sleep(0.02)
         deadline = time.monotonic() + KILL_SECONDS
-        while self.pids() and time.monotonic() < deadline:
-            self._signal_all(signal.SIGKILL)
+        while targets() and time.monotonic() < deadline:
+            self._signal_all(signal.SIGKILL, targets())
             time.sleep(0.02)
 
-    def _signal_all(self, signum):
-        for pid in self.pids():
+    @staticmethod
+    def _signal_all(signum, pids):
+        for pid in pids:
             try:
                 os.kill(pid, signum)
             except ProcessLookupError:

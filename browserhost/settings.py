@@ -44,6 +44,10 @@ DEFAULTS = {
     # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB headful
     # by default; past it the session ends with end_reason "oom"), and this many processes and threads.
     "BROWSER_SANDBOX_PIDS": 1024,
+    # The cores one session's sandbox may keep busy at most (a fraction is fine: "0.5"), slirp4netns and its
+    # helpers included; with cores contended, sessions share them in proportion. One session spinning on every
+    # core must not slow the others' starts and the API.
+    "BROWSER_SANDBOX_CPUS": 1.0,
     # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
     # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
     # (a session ends "oom"), not the app, its database or this host.

@@ -12,6 +12,7 @@ from browserhost import sandbox
 from lantern_wire.hosts import REGISTER
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
+from tests.waiting import eventually
 
 POLICY = sandbox.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
                                allowed_networks=sandbox.parse_networks("10.1.0.0/16"))
@@ -108,7 +109,7 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
         assert process.stdout.readline().strip() == "session"  # its home, and nothing else, in /home
         assert process.pid in box.cgroup.pids()
         assert Path(f"/var/run/netns/{box.name}").exists()
-        assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox.SandboxPolicy().pids_max)
+        assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox.SandboxPolicy().pids_max, 1.0)
         # No IPv6 on its network device: a link-local address turning valid after Chromium started would abort
         # the first page loads (net::ERR_NETWORK_CHANGED).
         addresses = subprocess.run(["ip", "netns", "exec", box.name, "ip", "-6", "addr", "show", "dev", "tap0"],
@@ -233,3 +234,58 @@ def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tm
         connect_unix(str(long_folder / "s.sock"), 1).close()
     finally:
         target.close()
+
+
+def test_the_cpu_setting_takes_cores_and_refuses_the_rest():
+    assert sandbox.parse_cpus("1") == 1.0 and sandbox.parse_cpus("0.5") == 0.5 and sandbox.parse_cpus(2) == 2.0
+    for wrong in ("0", "-1", "many", ""):
+        with pytest.raises(ValueError):
+            sandbox.parse_cpus(wrong)
+
+
+@can_sandbox
+def test_a_session_spinning_on_every_core_is_held_to_its_cpus_with_its_network_stack(tmp_path):
+    """#34 item 9: a session had no CPU bound. Its busy loops are throttled at its share, and slirp4netns (its
+    network stack) is in its cgroup, not the host's."""
+    policy = sandbox.SandboxPolicy(cpus=0.5)
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=64).create()
+    try:
+        assert box.cgroup.limits()[2] == 0.5
+        assert box._slirp.pid in box.cgroup.pids()
+        spin = " ".join(["(while :; do :; done) &"] * (os.cpu_count() or 1))
+        spinning = box.popen(["/bin/sh", "-c", f"{spin} sleep 30"])
+        assert eventually(lambda: cpu_throttled(box) > 0, 10, interval=0.1), "the busy loops were never throttled"
+        spinning.kill()
+    finally:
+        box.destroy()
+    spinning.wait(timeout=10)
+
+
+def cpu_throttled(box):
+    """How many periods the kernel held the session's cgroup back at its CPU bound."""
+    folder = box.cgroup.folders()[0 if box.cgroup.unified() else 2]
+    stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
+    return int(stat["nr_throttled"])
+
+
+@can_sandbox
+def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
+    """#34 item 10: it ran as root with every capability and no sandbox of its own. It must start as root to
+    enter the namespace; then it keeps only CAP_NET_BIND_SERVICE, in a mount namespace of its own, under a
+    seccomp filter, with no way to gain privileges; and making that sandbox leaves every other session's
+    namespace where it was (its mounts are the host's /run/netns' peers)."""
+    first = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        second = sandbox.Sandbox(tmp_path / "sessions" / "s2", sandbox.SandboxPolicy(), memory_mb=64).create()
+        try:
+            status = Path(f"/proc/{second._slirp.pid}/status").read_text()
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            assert int(fields["CapEff"], 16) == int(fields["CapPrm"], 16) == 1 << 10  # CAP_NET_BIND_SERVICE
+            assert int(fields["CapBnd"], 16) == 1 << 10 and fields["NoNewPrivs"] == "1" and fields["Seccomp"] == "2"
+            assert os.readlink(f"/proc/{second._slirp.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+            for box in (first, second):
+                subprocess.run(["ip", "netns", "exec", box.name, "true"], check=True, timeout=10)
+        finally:
+            second.destroy()
+    finally:
+        first.destroy()
