@@ -122,6 +122,10 @@ class DefaultConfig:
     TELEMETRY_MAX_BATCH = 1000
     TELEMETRY_RETENTION_SECONDS = 7 * 86400
     TELEMETRY_PRUNE_INTERVAL_SECONDS = 300
+    # The most a session's events (their JSON) take in the archive over its life; past it, its events are dropped
+    # and counted (telemetry_dropped), and its `lantern` log says so once. A page logging without end wrote 9.5 MB/s.
+    # None: no bound.
+    TELEMETRY_ARCHIVE_SESSION_MAX_BYTES = 256 * 1024 * 1024
     # Browser log lines: most lines a log stream replays before following.
     BROWSER_LOG_REPLAY_LINES = 1000
     # Recordings of a session's screen (replays): the framerate when none is asked and the highest one, the
@@ -132,6 +136,9 @@ class DefaultConfig:
     REPLAY_MAX_SECONDS = 3600
     REPLAY_MAX_BYTES = 1024 * 1024 * 1024
     REPLAY_RETENTION_SECONDS = 7 * 86400
+    # The most a project's saved recordings take (until the retention deletes them): past it, a new recording is
+    # refused (403 replay_budget_exceeded); one under way is kept whole. None: no bound.
+    REPLAY_PROJECT_MAX_BYTES = 20 * 1024 * 1024 * 1024
 
     # Managed auth: how long a login flow may take, its HTTP timeout per request to the
     # site, where the hosted page is reached (None: PUBLIC_BASE_URL, else the host of the

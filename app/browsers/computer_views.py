@@ -126,6 +126,8 @@ MP4 = {"type": "string", "format": "binary"}
 @blp.route("/<session_ref>/replays", methods=["POST"])
 @blp.arguments(schemas.StartReplaySchema, required=False)
 @blp.response(201, schemas.ReplaySchema)
+@blp.alt_response(403, description="the project's recordings budget (REPLAY_PROJECT_MAX_BYTES) is used up: "
+                                   "replay_budget_exceeded")
 def start_replay(args, session_ref):
     """Start recording the session's screen (an MP4, H.264); one recording at a time"""
     framerate, max_seconds = replays.bounded(args)

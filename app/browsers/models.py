@@ -120,6 +120,8 @@ class BrowserSession(BaseModel):
     telemetry_dropped = BigIntegerField(default=0)
     # The highest telemetry ts archived so far (the newest archive row's ts_high).
     telemetry_ts_high = BigIntegerField(default=0)
+    # The size of its archived events (their JSON), held to TELEMETRY_ARCHIVE_SESSION_MAX_BYTES.
+    telemetry_bytes = BigIntegerField(default=0)
     # The newest report batch of its host applied (lantern_wire.hosts): a batch sent again is not applied twice.
     host_batch = BigIntegerField(default=0)
     # The browser host running this session's Chromium (host driver only).

@@ -7,9 +7,11 @@ A replay is `recording` until it is stopped, reaches its max duration or size, o
 recording at a time per session. Recordings are kept for REPLAY_RETENTION_SECONDS after they started
 (`prune`, with the telemetry's).
 """
+import logging
 from datetime import datetime, timedelta, timezone
 
 from flask import current_app
+from peewee import fn
 
 from app.browsers import hosts
 from app.browsers.computer import require_host_driver
@@ -18,10 +20,14 @@ from app.core import blobs, clock, urls
 from app.core.errors import ApiError, bad_request, conflict, not_found
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
 
+logger = logging.getLogger(__name__)
+
 # What a host takes to start or stop a recording (a stop waits for ffmpeg's last fragment and the upload).
 START_SECONDS, STOP_SECONDS = 30, 90
 # A replay still `saving` this long after it could have ended never came from its host (the host died).
 SAVING_GRACE_SECONDS = 900
+# The codes of a host's refusals worded for the session's user (browserhost/server.py), passed on as they are.
+TENANTS_WORDS = {"browser_unreachable", "not_found", "replay_in_progress", "bad_request"}
 
 
 def record(replay):
@@ -37,6 +43,7 @@ def start(session, framerate, max_seconds):
     if Replay.select().where((Replay.session == session.id) & (Replay.status == Replay.RECORDING)).exists():
         raise conflict("replay_in_progress", f"Browser session {session.id!r} is already being recorded; stop that "
                                              "recording first.")
+    refuse_past_budget(session.project_id)
     # The row comes first: the host may send a recording that failed at once before it answers.
     replay = Replay.create(session=session.id, framerate=framerate, max_duration_seconds=max_seconds)
     body = {"replay_id": replay.id, "framerate": framerate, "max_seconds": max_seconds,
@@ -47,6 +54,24 @@ def start(session, framerate, max_seconds):
         replay.delete_instance()
         raise _host_refusal(error) from None
     return Replay.get_by_id(replay.id)
+
+
+def refuse_past_budget(project_id):
+    """403 replay_budget_exceeded once the project's saved recordings take REPLAY_PROJECT_MAX_BYTES: not a 409 or
+    429, which the SDKs send again, since only their retention (or an operator) makes room."""
+    budget = current_app.config["REPLAY_PROJECT_MAX_BYTES"]
+    if budget is None:
+        return
+    used = int(Replay.select(fn.COALESCE(fn.SUM(Replay.size_bytes), 0)).join(BrowserSession)  # (Postgres: numeric)
+               .where((BrowserSession.project == project_id) & (Replay.status == Replay.SAVED)).scalar())
+    if used >= budget:
+        days = current_app.config["REPLAY_RETENTION_SECONDS"] / 86400
+        raise ApiError(403, "replay_budget_exceeded",
+                       f"The project's recordings budget is used up: its saved replays take {used} bytes, and "
+                       f"REPLAY_PROJECT_MAX_BYTES is {budget}. Recordings are deleted {days:g} days after they "
+                       "started; until then, no new one starts (those stored are kept).",
+                       details=[{"code": "REPLAY_PROJECT_MAX_BYTES", "scope": "project", "limit": budget,
+                                 "usage": used, "message": f"project recordings budget {budget} bytes, {used} used"}])
 
 
 def stop(session, replay_id):
@@ -148,7 +173,11 @@ def _host_refusal(error):
         return conflict(error.code or "replay_in_progress", error.public_message)
     if error.status == 404:
         return ApiError(404, "not_found", error.public_message)
-    return ApiError(502, "replay_failed", f"The browser host could not do it: {error.public_message}",
+    # A host's failure to run ffmpeg or reach the browser may name its folders and processes: the tenant is told
+    # what failed, this server's log (and the host's) why. Only a host's words meant for tenants go on.
+    logger.warning("a browser host could not start or stop a recording: %s", error)
+    said = f": {error.public_message}" if error.code in TENANTS_WORDS else f" ({error.code or 'no answer'})"
+    return ApiError(502, "replay_failed", f"The browser host could not do it{said}",
                     headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
 
 

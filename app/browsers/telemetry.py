@@ -4,7 +4,8 @@ Every accepted event gets the next seq of its session (handed out under the sess
 row's lock, in the transaction that archives the events), then enters the session's
 ring buffer in this process (streams.telemetry_buffers), which feeds live streams.
 A worker that did not ingest an event fills its buffer from the archive when a
-stream there finds the session's last_seq ahead of it (`catch_up`).
+stream there finds the session's last_seq ahead of it (`catch_up`). A session archives
+at most TELEMETRY_ARCHIVE_SESSION_MAX_BYTES of events; past it they are dropped (counted).
 """
 import sys
 import threading
@@ -24,6 +25,8 @@ from app.streams import channels, telemetry_buffers
 from lantern_wire.telemetry import EVENT_CATEGORY
 
 PRUNE_CHUNK = 5000
+# The session's log (source supervisor) of what Lantern itself has to say about it.
+LANTERN_LOG = "lantern"
 # One lock per stripe of sessions in this process: a batch's seqs enter the buffer in
 # order even when two requests for one session commit back to back.
 _stripes = [threading.Lock() for _ in range(64)]
@@ -57,31 +60,38 @@ def ingest(session, events, *, activity=True, batch=None, lost=0):
             timed_out = current.is_idle_too_long
             if current.is_active and not timed_out:
                 settings = current.options.get("telemetry") or {}  # (options parses its JSON at each read)
-                kept = [event for event in events if captured(event, settings)]
+                captured_events = [event for event in events if captured(event, settings)]
                 first_seq = current.last_seq + 1
                 now = clock.now()
-                rows, ts_high = _archive(session.id, first_seq, current.telemetry_ts_high, kept, now)
+                rows, size = _within_budget(current, _rows(session.id, first_seq, current.telemetry_ts_high,
+                                                           captured_events, now))
+                full = len(rows) < len(captured_events) and _say_archive_full(current, now)
+                if rows:
+                    _insert(rows)
                 touched = {"last_active_at": now, "idle_deadline": current.deadline_from(now)} if activity else {}
                 if batch is not None:
                     touched["host_batch"] = batch
-                not_kept = len(events) - len(kept) + lost
-                (BrowserSession.update(last_seq=BrowserSession.last_seq + len(kept),
+                not_kept = len(events) - len(rows) + lost
+                (BrowserSession.update(last_seq=BrowserSession.last_seq + len(rows),
                                        telemetry_dropped=BrowserSession.telemetry_dropped + not_kept,
-                                       telemetry_ts_high=ts_high, **touched)
+                                       telemetry_ts_high=rows[-1][3] if rows else current.telemetry_ts_high,
+                                       telemetry_bytes=BrowserSession.telemetry_bytes + size, **touched)
                  .where(BrowserSession.id == session.id).execute())
         if timed_out:
             lifecycle.end_if_idle(current)
         if not current.is_active or timed_out:
             raise lifecycle.ended_error(current)
-        last_seq = first_seq + len(kept) - 1
+        last_seq = first_seq + len(rows) - 1
         _publish(session, _buffer_entries(rows))
-        if kept:
+        if rows:
             streams.announce(session.telemetry_subject, last_seq)
-    return len(kept), len(events) - len(kept), last_seq
+        if full:
+            streams.announce(session.logs_subject)
+    return len(rows), len(events) - len(rows), last_seq
 
 
-def _archive(session_id, first_seq, ts_high, events, now):
-    """Insert the rows; (the rows, the session's new highest ts)."""
+def _rows(session_id, first_seq, ts_high, events, now):
+    """The archive rows of the events (ARCHIVE_COLUMNS), each with the highest ts up to it."""
     rows = []
     # As text, made once per batch: the drivers would otherwise convert the datetime on every row.
     received_at = TelemetryEvent.received_at.db_value(now).isoformat(" ")
@@ -89,9 +99,39 @@ def _archive(session_id, first_seq, ts_high, events, now):
         ts_high = max(ts_high, event["ts"])
         rows.append((session_id, seq, event["ts"], ts_high, event["category"], event["type"], ascii_json(event),
                      received_at))
-    if rows:
-        _insert(rows)
-    return rows, ts_high
+    return rows
+
+
+def _within_budget(session, rows):
+    """(the first of `rows` that fit the session's archive budget, their size in bytes): a session's events
+    are kept up to TELEMETRY_ARCHIVE_SESSION_MAX_BYTES of JSON, the rest dropped, so seqs stay gapless."""
+    budget = current_app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"]
+    size = sum(len(row[6]) for row in rows)  # ASCII (ascii_json): characters are bytes
+    if budget is None or session.telemetry_bytes + size <= budget:
+        return rows, size
+    room, size = budget - session.telemetry_bytes, 0
+    for count, row in enumerate(rows):
+        if size + len(row[6]) > room:
+            return rows[:count], size
+        size += len(row[6])
+    return rows, size
+
+
+ARCHIVE_FULL = "This session's telemetry archive is full"
+
+
+def _say_archive_full(session, now):
+    """Write once, in the session's `lantern` log, that its events are no longer kept; whether it was written now."""
+    log = ((BrowserLogLine.session == session.id) & (BrowserLogLine.source == "supervisor")
+           & (BrowserLogLine.log_name == LANTERN_LOG))
+    if BrowserLogLine.select().where(log & BrowserLogLine.message.startswith(ARCHIVE_FULL)).exists():
+        return False
+    budget = current_app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"]
+    BrowserLogLine.create(session=session.id, source="supervisor", log_name=LANTERN_LOG, timestamp=now,
+                          received_at=now, message=f"{ARCHIVE_FULL}: its events take the {budget} bytes a session "
+                          "may have archived (TELEMETRY_ARCHIVE_SESSION_MAX_BYTES). Its later events are dropped "
+                          "and counted, neither archived nor streamed; those archived are kept.")
+    return True
 
 
 def _buffer_entries(rows):

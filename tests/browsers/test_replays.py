@@ -9,14 +9,15 @@ from urllib.parse import urlsplit
 import pytest
 from werkzeug.serving import make_server
 
-from app.browsers import replays
-from app.browsers.models import BrowserSession, Replay
-from app.core import blobs
+from app.browsers import hosts, replays
+from app.browsers.models import BrowserHost, BrowserSession, Replay
+from app.core import blobs, clock
 from app.core.db import db
 from browserhost import replays as host_replays
 from browserhost.uplink import AppClient
 from lantern_wire.hosts import REPLAYS
 from tests.browsers.conftest import on_host
+from tests.fakes import LocalServer
 
 
 @pytest.fixture
@@ -143,3 +144,43 @@ def test_a_recording_the_app_refuses_fails_with_its_reason_at_once(app, client, 
 
 def no_pause(seconds):
     raise AssertionError("a refused upload is not tried again")
+
+
+class RecordingHost(LocalServer):
+    """Answers a start of a recording as a host does."""
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        handler.answer(201, {"started_at": 1700000000.5})
+
+
+def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(app, client, session_id):
+    """Not 409 or 429, which the SDKs send again: only the retention (or an operator) makes room."""
+    host = RecordingHost().start()
+    try:
+        with app.app_context(), db.connection_context():
+            hosts.add("h1", host.url)
+            BrowserHost.update(address=host.url, capacity=2, heartbeat_at=clock.now()).execute()
+            BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
+        on_host(app, session_id, "h1")
+        saved = recording(app, session_id)
+        with app.app_context(), db.connection_context():
+            Replay.update(status=Replay.SAVED, video=blobs.store().put_bytes(VIDEO), size_bytes=len(VIDEO)).where(
+                Replay.id == saved).execute()
+        app.config["REPLAY_PROJECT_MAX_BYTES"] = len(VIDEO)
+        refused = client.post(f"/browsers/{session_id}/replays", json={})
+        assert refused.status_code == 403 and "Retry-After" not in refused.headers
+        body = refused.get_json()
+        assert body["code"] == "replay_budget_exceeded" and "REPLAY_PROJECT_MAX_BYTES" in body["message"]
+        assert body["details"] == [{"code": "REPLAY_PROJECT_MAX_BYTES", "scope": "project", "limit": len(VIDEO),
+                                    "usage": len(VIDEO), "message": f"project recordings budget {len(VIDEO)} bytes, "
+                                                                   f"{len(VIDEO)} used"}]
+        assert [r["replay_id"] for r in client.get(f"/browsers/{session_id}/replays").get_json()] == [saved]
+        kept = client.get(f"/browsers/{session_id}/replays/{saved}")  # nothing stored is lost
+        assert kept.status_code == 200 and kept.data == VIDEO
+        kept.close()
+        app.config["REPLAY_PROJECT_MAX_BYTES"] = len(VIDEO) + 1
+        started = client.post(f"/browsers/{session_id}/replays", json={})
+        assert started.status_code == 201 and started.get_json()["status"] == "recording"
+    finally:
+        host.stop()

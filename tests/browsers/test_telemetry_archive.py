@@ -10,10 +10,13 @@ from datetime import timedelta
 import pytest
 
 from app.browsers import telemetry
+from app.browsers.models import BrowserSession
 from app.core import clock
 from app.core.db import db
 from app.migrations import m0010_telemetry_ts_high
+from tests.browsers.test_logs import messages, open_stream
 from tests.conftest import client_for
+from tests.invocations.conftest import read_frames
 
 T0 = clock.parse_rfc3339("2026-06-01T12:00:00Z")
 ON = {"enabled": True, "browser": {"console": {"enabled": True}, "network": {"enabled": True}}}
@@ -507,3 +510,39 @@ def test_a_burst_is_archived_by_one_prepared_statement_and_takes_its_seqs_at_onc
     assert built_inserts == []
     assert len(seq_updates) == 1  # the whole batch takes its seqs at once
     assert seqs(read_all(client, session_id, since="1h", limit=100)) == list(range(1, 1001))
+
+
+# -- the archive's budget per session ------------------------------------------------------------
+
+def lantern_log(client, session_id):
+    return messages(read_frames(open_stream(client, session_id, {"source": "supervisor",
+                                                                 "supervisor_process": "lantern"}, follow=False)))
+
+
+def test_past_its_archive_budget_a_sessions_events_are_dropped_counted_and_said_once(app, client, frozen):
+    """One page logging without end wrote 9.5 MB/s into the archive, kept 7 days."""
+    session_id = new_session(client)
+    assert ingest(client, session_id, [console(1)])["accepted"] == 1
+    with app.app_context(), db.connection_context():
+        one = BrowserSession.get_by_id(session_id).telemetry_bytes  # the JSON of console(n), n of one digit
+    assert one > 0
+    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = 3 * one
+    assert ingest(client, session_id, [console(2), console(3)]) == {"accepted": 2, "dropped": 0, "last_seq": 3}
+    assert lantern_log(client, session_id) == []  # full to the byte, nothing dropped yet
+    assert ingest(client, session_id, [console(4), console(5)]) == {"accepted": 0, "dropped": 2, "last_seq": 3}
+    assert ingest(client, session_id, [console(6)]) == {"accepted": 0, "dropped": 1, "last_seq": 3}
+    [said] = lantern_log(client, session_id)
+    assert "telemetry archive is full" in said and "TELEMETRY_ARCHIVE_SESSION_MAX_BYTES" in said
+    assert [envelope["event"]["data"]["text"] for envelope in read_all(client, session_id)] == ["1", "2", "3"]
+    with app.app_context(), db.connection_context():
+        session = BrowserSession.get_by_id(session_id)
+    assert (session.telemetry_bytes, session.telemetry_dropped) == (3 * one, 3)
+    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = 4 * one + one // 2  # the rest of a batch past it
+    assert ingest(client, session_id, [console(7), console(8)]) == {"accepted": 1, "dropped": 1, "last_seq": 4}
+    assert len(lantern_log(client, session_id)) == 1  # once
+
+
+def test_without_a_budget_the_archive_takes_what_comes(app, client, frozen):
+    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = None
+    session_id = new_session(client)
+    assert ingest(client, session_id, [console("x" * 100_000)] * 20)["accepted"] == 20
