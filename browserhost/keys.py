@@ -6,6 +6,7 @@ display: its keys become `Input.dispatchKeyEvent` calls, which need the DOM `key
 and the Windows virtual key code Chromium dispatches by, and the text a key types (none while Ctrl, Alt
 or Meta is held, as on a real keyboard).
 """
+import unicodedata
 from dataclasses import dataclass
 
 
@@ -93,9 +94,14 @@ for _named in _NAMED.values():
 
 def combination(name):
     """The keys of one xdotool key name or combination ("ctrl+shift+t"), modifiers first; UnknownKey."""
-    parts = name.split("+")
-    if name.endswith("+") and len(parts) > 1:  # "ctrl++" names the plus key
-        parts = [*parts[:-2], "plus"]
+    if name == "+":
+        parts = ["plus"]
+    elif name.endswith("++"):  # "ctrl++" names the plus key
+        parts = [*name[:-2].split("+"), "plus"]
+    else:
+        parts = name.split("+")
+    if "" in parts:  # "ctrl+", "+a": a modifier and nothing, or a stray '+'
+        raise UnknownKey(f"key {name!r} has a '+' with no key beside it (the plus key is 'plus', as in 'ctrl+plus')")
     keys = []
     for part in parts:
         keys += _keys_of(part.replace("-", "minus") if part == "-" else part)
@@ -124,6 +130,16 @@ def typing(char):
         return None
     key, shifted = found
     return [_MODIFIERS["shift"], key] if shifted else [key]
+
+
+def untypable(text):
+    """The first character of `text` no keyboard types (a control character other than a new line or a tab, or half
+    of a surrogate pair), or None. app/browsers/computer_schemas.py refuses the same ones before they reach a host."""
+    for char in text:
+        category = unicodedata.category(char)
+        if (category == "Cc" and char not in "\n\t") or category == "Cs":
+            return char
+    return None
 
 
 def modifiers_of(keys):

@@ -5,6 +5,8 @@ their types) sends and reads them.
 Coordinates are checked against the session's viewport where the session is known
 (app/browsers/computer.py); here, only their type and sign.
 """
+import unicodedata
+
 import marshmallow as ma
 from marshmallow import validate
 
@@ -88,8 +90,17 @@ class PressKeySchema(ma.Schema):
     hold_keys = HoldKeys
 
 
+def typable(text):
+    """Every character but control characters (new lines and tabs are typed) and halves of surrogate pairs: what a
+    keyboard types, headful as headless (browserhost/keys.py's `untypable` refuses the same)."""
+    for char in text:
+        category = unicodedata.category(char)
+        if (category == "Cc" and char not in "\n\t") or category == "Cs":
+            raise ma.ValidationError(f"character {char!r} (U+{ord(char):04X}) cannot be typed; nothing was typed.")
+
+
 class TypeTextSchema(ma.Schema):
-    text = ma.fields.String(required=True, validate=validate.Length(1, MAX_TEXT))
+    text = ma.fields.String(required=True, validate=[validate.Length(1, MAX_TEXT), typable])
     delay = milliseconds("between characters")
 
 

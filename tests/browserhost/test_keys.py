@@ -1,4 +1,6 @@
 """xdotool key names as DevTools key events (browserhost/keys.py)."""
+import re
+
 import pytest
 
 from browserhost import keys
@@ -28,9 +30,20 @@ def test_an_unknown_key_is_named_in_the_error():
         keys.combination("ctrl+NoSuchKey")
 
 
+@pytest.mark.parametrize("name", ["ctrl+", "Ctrl+Shift+", "+a", "ctrl+++", "++"])
+def test_a_plus_with_no_key_beside_it_is_refused_naming_the_key(name):
+    with pytest.raises(keys.UnknownKey, match=re.escape(repr(name))):
+        keys.combination(name)
+
+
 def test_characters_are_typed_by_their_key_shifted_where_a_us_keyboard_shifts_them():
     assert [key.code for key in keys.typing("a")] == ["KeyA"]
     assert [key.code for key in keys.typing("?")] == ["ShiftLeft", "Slash"]
     assert [key.code for key in keys.typing("7")] == ["Digit7"]
     assert keys.typing("é") is None  # inserted as text instead
     assert keys.modifiers_of(keys.combination("ctrl+shift+a")) == keys.CTRL | keys.SHIFT
+
+
+def test_what_no_keyboard_types_is_found_before_anything_is_typed():
+    assert keys.untypable("naïve café 日本語 😀 Ω≈ €£¥\n\t") is None
+    assert keys.untypable("ab\x07c") == "\x07" and keys.untypable("a\ud800") == "\ud800"

@@ -18,6 +18,7 @@ def session_id(new_browser):
     ("scroll", {"x": 1, "y": 1, "delta_y": "3"}, "delta_y"), ("cursor", {}, "hidden"),
     ("screenshot", {"region": {"x": 0, "y": 0, "width": 0, "height": 1}}, "region"),
     ("batch", {"actions": []}, "actions"),
+    ("type", {"text": "bell\x07"}, "U+0007"), ("type", {"text": "esc \x1b"}, "U+001B"),
 ])
 def test_a_malformed_action_is_a_400_naming_its_field(client, session_id, path, body, field):
     response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
