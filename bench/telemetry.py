@@ -272,6 +272,7 @@ def run_host_ingest(args):
         env = server_env(database_url, workdir)
         # The bench's host sends reports but no heart-beat: it must not be found lost (its sessions ended).
         env["LANTERN_BROWSER_HOST_TIMEOUT_SECONDS"] = "3600"
+        env["LANTERN_TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = "null"  # a long run would go past a session's budget
         run_cli(env, "db", "upgrade")
         key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@example.test").split()[-1]
         credential = run_cli(env, "browsers", "hosts", "add", "bench-host", "--address", "http://127.0.0.1:1",
@@ -589,6 +590,7 @@ def main():
     if only & {"ingest", "fanout"}:
         with tempfile.TemporaryDirectory() as workdir, private_database(Path(workdir)) as database_url:
             env = server_env(database_url, workdir)
+            env["LANTERN_TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = "null"  # a long run would go past a session's budget
             run_cli(env, "db", "upgrade")
             key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@example.test").split()[-1]
             backend = "Postgres" if database_url.startswith("postgres") else "SQLite"
