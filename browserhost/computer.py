@@ -10,7 +10,8 @@ address bar; so clicks are the display's own and a screenshot shows what a perso
 (native pop-ups and menus included). The mouse is where the last action left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
-at the first that fails: ActionFailed says which (its index) and why. Each action is a dict with its
+at the first that fails: ActionFailed says which (its index) and why, in words for the session's user (no
+host path, process or internal address: those are in its `detail`, for the host's log). Each action is a dict with its
 `type` and the SDK's fields for it (app/browsers/computer_schemas.py checked them):
 
     click_mouse   x, y, button, click_type (down/up/click), num_clicks, hold_keys
@@ -31,10 +32,12 @@ read and written the way a person would: in a background tab of its own, a text 
 and copy commands.
 """
 import base64
+import collections
 import itertools
 import json
 import math
 import random
+import re
 import subprocess
 import threading
 import time
@@ -52,16 +55,23 @@ DRAG_STEPS_PER_SEGMENT, DRAG_STEP_DELAY_MS = 10, 10
 CDP_TIMEOUT = 10.0
 # The farthest a page's viewport may start from the screen's corner (the tab strip, address bar and frame).
 MAX_OFFSET = 400
+# How long Chromium may take to read a new keyboard mapping before the keycodes it names are bound anew.
+REBIND_SECONDS = 0.3
 BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
            "forward": ("forward", 16)}
 
 
 class ActionFailed(Exception):
-    """Action number `index` of a list could not be done; `status` says whose fault (400: the action's)."""
+    """Action number `index` of a list could not be done; `status` says whose fault (400: the action's). Its message
+    is for the session's user; `detail`, the error behind it, for the host's log alone."""
 
-    def __init__(self, index, message, status=502):
+    def __init__(self, index, message, status=502, detail=None):
         super().__init__(message)
-        self.index, self.status = index, status
+        self.index, self.status, self.detail = index, status, detail
+
+
+class UnknownPlace(CdpError):
+    """Where the page is on the screen cannot be told from what it says (its own words, which it may show)."""
 
 
 class Screen:
@@ -84,7 +94,7 @@ class Screen:
                 with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
                     session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                     try:
-                        device = _Page(cdp, session)
+                        device = _Page(cdp, session, page, self.size)
                         if self.display is not None:
                             device = self.display.at(device)
                         return [self._run_one(device, index, action) for index, action in enumerate(actions)]
@@ -93,8 +103,10 @@ class Screen:
                             cdp.call("Target.detachFromTarget", {"sessionId": session})
                         except CdpError:
                             pass
+            except UnknownPlace as error:
+                raise ActionFailed(0, str(error)) from None
             except (CdpError, OSError, ValueError) as error:  # before the first action ran
-                raise ActionFailed(0, f"the browser's page could not be reached: {error}") from None
+                raise ActionFailed(0, "the browser's page could not be reached", detail=_described(error)) from None
 
     def place(self):
         """(the active page's target id, where its viewport starts on the X display, or None when headless):
@@ -105,7 +117,7 @@ class Screen:
                 return page, None
             with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
                 session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
-                return page, _Page(cdp, session).offset()
+                return page, _Page(cdp, session, page, self.size).offset()
 
     def _active_page(self):
         """The target id of the page last brought to the front (/json/list lists it first)."""
@@ -116,11 +128,19 @@ class Screen:
 
     def _run_one(self, page, index, action):
         try:
+            page.begin()
             return getattr(self, f"_{action['type']}")(page, **{k: v for k, v in action.items() if k != "type"})
         except keys.UnknownKey as error:
             raise ActionFailed(index, f"action {index} ({action['type']}): {error}", status=400) from None
-        except (CdpError, OSError, subprocess.SubprocessError) as error:
-            raise ActionFailed(index, f"action {index} ({action['type']}) failed in the browser: {error}") from None
+        except CdpError as error:
+            # The browser's refusal of a command (a protocol error, with its code) is about the action; a connection
+            # lost or a timeout is the host's business.
+            said = f": {error}" if error.code is not None else ""
+            raise ActionFailed(index, f"action {index} ({action['type']}) failed in the browser{said}",
+                               detail=_described(error)) from None
+        except (OSError, subprocess.SubprocessError) as error:
+            raise ActionFailed(index, f"action {index} ({action['type']}) failed on the session's screen",
+                               detail=_described(error)) from None
 
     # -- actions
 
@@ -169,6 +189,9 @@ class Screen:
                 page.press(combination, held, duration / 1000)
 
     def _type_text(self, page, text, delay=0):
+        char = keys.untypable(text)
+        if char is not None:  # before anything is typed: never half a text
+            raise keys.UnknownKey(f"character {char!r} (U+{ord(char):04X}) cannot be typed")
         page.type(text, delay)
 
     def _set_cursor(self, page, hidden):
@@ -215,18 +238,49 @@ class Screen:
 class _Page:
     """One attached page: DevTools calls on its session, and its keyboard, mouse and screen."""
 
-    def __init__(self, cdp, session):
-        self.cdp, self.session = cdp, session
+    def __init__(self, cdp, session, target, expected=(1920, 1080)):
+        """`target`: the page's target id; `expected`: its viewport's size in screen pixels when nothing changed
+        it (the session's viewport)."""
+        self.cdp, self.session, self.target, self.expected = cdp, session, target, expected
+        self.scale, self.scroll = 1, (0, 0)
+
+    def begin(self):
+        """Before each action: the zoom and scroll it is done at. Actions speak screen pixels, as screenshots
+        show them; DevTools' input speaks the page's CSS pixels, and its clips the document's pixels, zoomed."""
+        self.scale, self.scroll = self.zoom_and_scroll()
 
     def offset(self):
-        """Where the page's viewport starts on the X screen (below the tab strip and the address bar)."""
-        expression = "[screenX + outerWidth - innerWidth, screenY + outerHeight - innerHeight]"
-        value = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})["result"].get("value")
-        # The page's own script can redefine these: anything but two small whole numbers is refused.
-        if not (isinstance(value, list) and len(value) == 2
-                and all(type(v) is int and 0 <= v <= MAX_OFFSET for v in value)):
-            raise CdpError(f"the page's place on the screen is not known (the page gave {str(value)[:80]})")
-        return tuple(value)
+        """Where the page's viewport starts on the X screen (below the tab strip and the address bar), in screen
+        pixels at any zoom: the window's bounds (the browser's, which no page script can redefine) less the
+        viewport's size in screen pixels (its CSS size times the page's zoom)."""
+        window = self.cdp.call("Browser.getWindowForTarget", {"targetId": self.target})["bounds"]
+        zoom, _ = self.zoom_and_scroll()
+        inner = self.call("Runtime.evaluate", {"expression": "[innerWidth, innerHeight]",
+                                               "returnByValue": True})["result"].get("value")
+        # The page's own script can redefine innerWidth and innerHeight: anything but two whole numbers that leave
+        # the viewport a small offset from the window's corner is refused.
+        if isinstance(inner, list) and len(inner) == 2 and all(type(v) is int and v > 0 for v in inner):
+            value = [window[start] + window[extent] - self._on_screen(css, zoom, expected)
+                     for start, extent, css, expected in (("left", "width", inner[0], self.expected[0]),
+                                                          ("top", "height", inner[1], self.expected[1]))]
+            if all(0 <= v <= MAX_OFFSET for v in value):
+                return tuple(value)
+        raise UnknownPlace(f"the page's place on the screen is not known (the page gave {str(inner)[:80]})")
+
+    @staticmethod
+    def _on_screen(css, zoom, expected):
+        """A viewport's extent in screen pixels from its CSS extent (rounded by Chromium: off by up to half the
+        zoom), exactly the session's own extent when that is what the page's rounded one stands for."""
+        return expected if round(expected / zoom) == css else round(css * zoom)
+
+    def zoom_and_scroll(self):
+        """(the page's zoom: screen pixels per CSS pixel, as ctrl+plus, ctrl+minus or ctrl+wheel left it; where the
+        viewport is scrolled to in the document, in CSS pixels), from the browser, which no page script can change."""
+        css = self.call("Page.getLayoutMetrics", {})["cssVisualViewport"]
+        zoom = css.get("zoom", 1)
+        if not (isinstance(zoom, (int, float)) and 0.1 <= zoom <= 10):
+            raise CdpError(f"the page's zoom is not known ({str(zoom)[:40]})")
+        return zoom, (css.get("pageX", 0), css.get("pageY", 0))
 
     def call(self, method, params):
         return self.cdp.call(method, params, session_id=self.session, timeout=CDP_TIMEOUT)
@@ -238,8 +292,9 @@ class _Page:
     def mouse(self, kind, x, y, modifiers, *, button=None, click_count=0):
         name, _ = BUTTONS.get(button or "", ("none", 0))
         pressed = BUTTONS[button][1] if button and kind != "mouseReleased" else 0
-        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "modifiers": modifiers, "button": name,
-                                               "buttons": pressed, "clickCount": click_count})
+        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x / self.scale, "y": y / self.scale,
+                                               "modifiers": modifiers, "button": name, "buttons": pressed,
+                                               "clickCount": click_count})
 
     def key(self, kind, key, modifiers):
         shifted = bool(modifiers & keys.SHIFT and key.shifted)
@@ -268,7 +323,9 @@ class _Page:
         return _Holding(self, [key for name in names for key in keys_of(name)])
 
     def wheel(self, x, y, delta_x, delta_y, modifiers):
-        self.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "modifiers": modifiers,
+        # The deltas are screen pixels already: Chromium scrolls them as an X display's wheel clicks.
+        self.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x / self.scale, "y": y / self.scale,
+                                               "modifiers": modifiers,
                                                "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
 
     def glide(self, path, seconds_per_step, modifiers, button):
@@ -290,7 +347,8 @@ class _Page:
         """PNG bytes of the viewport or a region of it (a headless screen draws no cursor)."""
         params = {"format": "png"}
         if region:
-            params["clip"] = {**{k: region[k] for k in ("x", "y", "width", "height")}, "scale": 1}
+            left, top = (region[axis] + scrolled * self.scale for axis, scrolled in zip("xy", self.scroll, strict=True))
+            params["clip"] = {"x": left, "y": top, "width": region["width"], "height": region["height"], "scale": 1}
         return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
 
 
@@ -333,14 +391,59 @@ class Display:
 
     def __init__(self, name, box=None, viewport=(1920, 1080)):
         self.name, self.box, self.viewport = name, box, viewport
+        self.spare = None  # the keycodes with no keysym, once read
+        self.bound = collections.OrderedDict()  # character -> the spare keycode it has, least recently typed first
 
     def at(self, page):
         """This display with `page` (a `_Page`) where it shows on it."""
         return _DisplayAt(self, page)
 
+    def typable(self, text):
+        """`text` in parts that xdotool can type as they are (yielded in turn, each to be typed before the next), each
+        once the characters of the part that no key of the keyboard types have a key of their own (a spare keycode
+        bound to their keysym).
+
+        xdotool binds such a character to a scratch keycode for the length of its key press and unbinds it at once:
+        Chromium, which reads the keyboard's mapping when told it changed, often reads it unbound again and types
+        nothing. Bound beforehand, and left bound until the keycode is needed for another character, the mapping is
+        read before the key presses that follow it. A part after the first waits for the last one's keys to be read
+        before their keycodes are bound anew."""
+        if self.spare is None:
+            listed = self.run(["xmodmap", "-pke"]).decode()
+            self.spare = [int(code) for code in re.findall(r"^keycode\s+(\d+) =\s*$", listed, re.MULTILINE)]
+        others = {char for char in text if keys.typing(char) is None and char not in "\n\t"}
+        if others and not self.spare:
+            raise subprocess.SubprocessError("the display's keyboard has no spare keycode")
+        parts, start, chars = [], 0, set()
+        for position, char in enumerate(text):
+            if char in others and char not in chars:
+                if len(chars) == len(self.spare):
+                    parts.append((text[start:position], chars))
+                    start, chars = position, set()
+                chars.add(char)
+        parts.append((text[start:], chars))
+        for number, (part, chars) in enumerate(parts):
+            if number:
+                time.sleep(REBIND_SECONDS)
+            self._bind(chars)
+            yield part
+
+    def _bind(self, chars):
+        unbound = [char for char in chars if char not in self.bound]
+        for char in unbound:
+            if len(self.bound) == len(self.spare):
+                self.bound.popitem(last=False)  # the character bound longest ago gives up its keycode
+            used = set(self.bound.values())
+            self.bound[char] = next(code for code in self.spare if code not in used)
+        if unbound:
+            self.run(["xmodmap", *(arg for char in unbound
+                                   for arg in ("-e", f"keycode {self.bound[char]} = {_keysym(char):#x}"))])
+        for char in chars:
+            self.bound.move_to_end(char)
+
     def run(self, argv, timeout=CDP_TIMEOUT + 60):
         """stdout of `argv` on this display; SubprocessError when it fails."""
-        variables = {"DISPLAY": self.name}
+        variables = {"DISPLAY": self.name, "LC_ALL": "C.UTF-8"}  # xdotool reads its text in the locale's encoding
         if self.box is not None:
             process = self.box.popen(argv, variables, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         else:
@@ -363,7 +466,10 @@ class _DisplayAt:
 
     def __init__(self, display, page):
         self.display, self.cdp = display, page.cdp
-        self.dx, self.dy = page.offset()
+        self.dx, self.dy = page.offset()  # the browser's tab strip and toolbar: the same at any zoom
+
+    def begin(self):
+        pass
 
     def xdotool(self, *commands):
         self.display.run(["xdotool", *map(str, commands)])
@@ -396,14 +502,17 @@ class _DisplayAt:
         self.xdotool("keydown", *names, "sleep", f"{seconds:.3f}", "keyup", *reversed(names))
 
     def type(self, text, delay):  # noqa: A003 - the action's name
-        self.xdotool("type", "--delay", delay, "--", text)
+        for part in self.display.typable(text):
+            self.xdotool("type", "--delay", delay, "--", part)
 
     def screenshot(self, region, cursor_hidden):
-        x, y, width, height = ((region["x"], region["y"], region["width"], region["height"]) if region
-                               else (0, 0, *self.display.viewport))
+        # The whole viewport is grabbed, then cut to the region: x11grab gives black frames for small areas (under
+        # about 80x80) of a Chromium window on Xvfb.
+        width, height = self.display.viewport
+        crop = ["-vf", "crop={width}:{height}:{x}:{y}".format(**region)] if region else []
         return self.display.run(["ffmpeg", "-loglevel", "error", "-f", "x11grab", "-draw_mouse",
                                  "0" if cursor_hidden else "1", "-video_size", f"{width}x{height}",
-                                 "-i", f"{self.display.name}+{x + self.dx},{y + self.dy}", "-frames:v", "1",
+                                 "-i", f"{self.display.name}+{self.dx},{self.dy}", "-frames:v", "1", *crop,
                                  "-f", "image2pipe", "-vcodec", "png", "-"])
 
 
@@ -444,6 +553,15 @@ class _Holding:
 
 
 keys_of = keys.combination
+
+
+def _described(error):
+    return f"{type(error).__name__}: {error}"
+
+
+def _keysym(char):
+    """The X keysym of a character: Latin-1's are their code point, every other one's is 0x1000000 plus it."""
+    return ord(char) if ord(char) < 0x100 else 0x1000000 + ord(char)
 
 
 def _between(start, end, fraction):

@@ -508,6 +508,8 @@ class BrowserHostServer:
         try:
             return 200, {"results": hosted.screen.run(actions)}
         except computer.ActionFailed as error:
+            if error.detail:  # this host's log alone: the session's log is its user's to read
+                logger.warning("session %s: %s (%s)", hosted.session_id, error, error.detail)
             return error.status, {"code": "computer_action_failed", "index": error.index, "message": str(error)}
 
     # -- recordings (replays.py) -------------------------------------------------------------
@@ -528,8 +530,12 @@ class BrowserHostServer:
                                                                  "recording first."}
         try:
             target, offset = hosted.screen.place()
+        except computer.UnknownPlace as error:
+            return 502, {"code": "browser_unreachable", "message": f"The browser's page could not be recorded: {error}"}
         except (CdpError, OSError, ValueError) as error:
-            return 502, {"code": "browser_unreachable", "message": f"The browser's page could not be reached: {error}"}
+            logger.warning("session %s: no recording: the page could not be reached (%s: %s)", hosted.session_id,
+                           type(error).__name__, error)  # this host's log alone, as for the computer API
+            return 502, {"code": "browser_unreachable", "message": "The browser's page could not be reached."}
         options = {"size": hosted.screen.size, "framerate": int(body["framerate"]),
                    "max_seconds": int(body["max_seconds"]), "max_bytes": int(body["max_bytes"]),
                    "on_finished": lambda recording: self._hand_on(hosted, recording)}

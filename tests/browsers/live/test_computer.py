@@ -14,7 +14,9 @@ import kernel
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from browserhost.settings import DEFAULTS
 from tests.browserhost.helpers import Site
+from tests.browsers.live.conftest import sandbox_of
 from tests.chromium import Browser, find_chromium
 from tests.readme import examples, run
 from tests.waiting import eventually
@@ -42,6 +44,32 @@ def page_site():
     site = Page().start()
     yield site
     site.stop()
+
+
+def host_words(lantern):
+    """What of its host no error body may show a tenant: its folders, sockets, processes and addresses."""
+    folders = [str(lantern.workdir), DEFAULTS["BROWSER_SANDBOX_DIR"], "/var/lib/lantern", "/tmp/", "/run/", "/proc/"]
+    return re.compile("|".join([*map(re.escape, folders), r"\.sock\b", r"127\.0\.0\.1", r"\bpid\b", "Xvfb",
+                                "xdotool", "xmodmap", "ffmpeg", "bwrap", r"Errno", r"\bws://"]), re.IGNORECASE)
+
+
+@pytest.fixture
+def sdk(lantern):
+    """The SDK, as conftest.py's, and every error body it gets in these tests checked for its host's words."""
+    bodies = []
+
+    def keep(response):
+        if response.status_code >= 400:
+            response.read()
+            bodies.append(response.text)
+
+    client = lantern.client(http_client=httpx.Client(event_hooks={"response": [keep]}))
+    yield client
+    for browser in client.browsers.list():
+        client.browsers.delete_by_id(browser.session_id)
+    client.close()
+    words = host_words(lantern)
+    assert [body for body in bodies if words.search(body)] == []
 
 
 @pytest.fixture(params=[True, False], ids=["headless", "headful"])
@@ -96,6 +124,24 @@ def test_clicks_keys_and_text_reach_the_page(sdk, screen):
     assert computer.get_mouse_position(session_id).model_dump() == {"x": 250, "y": 215}
 
 
+def test_any_text_is_typed_exactly_and_what_cannot_be_typed_is_refused_before_any_of_it(sdk, screen):
+    session_id, page = screen
+    computer = sdk.browsers.computer
+    text = "naïve café é ü 日本語 😀 Ω≈ €£¥ ß Ꭰ 𝔘 " + "".join(chr(0x4E00 + n) for n in range(200))  # past spare keys
+    computer.click_mouse(session_id, x=250, y=215)
+    computer.type_text(session_id, text=text)
+    expect(page.locator("#i")).to_have_value(text)
+    page.evaluate("i.value = ''")
+    with pytest.raises(kernel.BadRequestError) as refused:
+        computer.type_text(session_id, text="typed\x07never")
+    assert "U+0007" in refused.value.body["message"]
+    with pytest.raises(kernel.BadRequestError) as key:
+        computer.press_key(session_id, keys=["ctrl+"])  # a modifier and nothing
+    assert "'ctrl+'" in key.value.body["message"]
+    computer.type_text(session_id, text="é")
+    expect(page.locator("#i")).to_have_value("é")  # nothing of the refused text was typed
+
+
 def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
     session_id, page = screen
     sdk.browsers.computer.scroll(session_id, x=500, y=500, delta_y=3)
@@ -128,6 +174,14 @@ def test_a_screenshot_is_the_viewport_or_a_region_of_it(sdk, screen):
     box = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 600, "y": 300, "width": 100,
                                                                        "height": 100}).read()
     assert png_size(box) == (100, 100) and pixel(page, box, 0, 0) == pixel(page, box, 99, 99) == [255, 0, 128]
+    for width, height in ((1, 1), (20, 20), (79, 79), (80, 50), (100, 40), (40, 100)):  # small ones too
+        small = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 600, "y": 300, "width": width,
+                                                                             "height": height}).read()
+        assert png_size(small) == (width, height)
+        assert pixel(page, small, 0, 0) == pixel(page, small, width - 1, height - 1) == [255, 0, 128], (width, height)
+    corner = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 599, "y": 299, "width": 2,
+                                                                          "height": 2}).read()
+    assert [pixel(page, corner, 0, 0), pixel(page, corner, 1, 1)] == [[255, 255, 255], [255, 0, 128]]
     part = sdk.browsers.computer.capture_screenshot(session_id, region={"x": 100, "y": 100, "width": 200,
                                                                         "height": 50}).read()
     assert png_size(part) == (200, 50)
@@ -175,9 +229,13 @@ def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen)
     assert "y must be below 1080" in region.value.body["message"]
     with pytest.raises(kernel.BadRequestError):
         sdk.browsers.computer.batch(session_id, actions=[{"type": "sleep", "click_mouse": {"x": 1, "y": 1}}])
-    # A page that lies about its window (on a display, the page's place is read from it) gets a refusal, not
-    # clicks somewhere else.
-    page.evaluate("Object.defineProperty(window, 'outerHeight', {get: () => 'anywhere'})")
+    # A page that lies about its window (on a display, the page's place is found from it) gets clicks where the
+    # screen shows them, or a refusal, never clicks somewhere else.
+    page.evaluate("for (const name of ['outerHeight', 'screenX', 'devicePixelRatio']) "
+                  "Object.defineProperty(window, name, {get: () => 'anywhere'})")
+    sdk.browsers.computer.click_mouse(session_id, x=200, y=125)
+    expect(page.locator("#b")).to_have_text("clicked 1")
+    page.evaluate("Object.defineProperty(window, 'innerHeight', {get: () => 'anywhere'})")
     if not sdk.browsers.retrieve(session_id).headless:
         with pytest.raises(kernel.APIStatusError) as lied:
             sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
@@ -185,6 +243,64 @@ def test_what_is_off_the_screen_or_not_served_is_refused_saying_why(sdk, screen)
     sdk.browsers.delete_by_id(session_id)
     with pytest.raises(kernel.NotFoundError):
         sdk.browsers.computer.click_mouse(session_id, x=1, y=1)
+
+
+def zoom_of(page, zoom):
+    """Wait for the page's zoom to be `zoom` (an X display's keys and wheel reach the browser a moment later)."""
+    page.wait_for_function(f"Math.abs(devicePixelRatio - {zoom}) < 0.01")
+
+
+def test_at_any_zoom_clicks_and_screenshots_are_where_the_screen_shows_them(sdk, screen):
+    session_id, page = screen
+    computer = sdk.browsers.computer
+    headless = sdk.browsers.retrieve(session_id).headless
+    computer.press_key(session_id, keys=["ctrl+minus", "ctrl+minus"])  # 80%, as the docs' example keys do
+    zoom_of(page, 0.8)
+    steps = [(0.8, None)]
+    if not headless:  # a display's ctrl+wheel zooms as a person's does (DevTools' wheel does not zoom)
+        steps.append((0.9, lambda: computer.scroll(session_id, x=500, y=500, delta_y=-1, hold_keys=["ctrl"])))
+    steps += [(1.1, lambda: computer.press_key(session_id, keys=["ctrl+0", "ctrl+plus"]))]
+    for zoom, change in steps:
+        if change:
+            change()
+            zoom_of(page, zoom)
+        page.evaluate("b.textContent = 'click me'; scrollTo(0, 0)")
+        # The button (CSS 100..300 x 100..150) and the pink box (CSS 600..700 x 300..400), in screen pixels.
+        computer.click_mouse(session_id, x=round(200 * zoom), y=round(125 * zoom))
+        expect(page.locator("#b")).to_have_text("clicked 1")
+        whole = computer.capture_screenshot(session_id).read()
+        assert png_size(whole) == (1920, 1080)
+        assert pixel(page, whole, round(650 * zoom), round(350 * zoom)) == [255, 0, 128], zoom
+        page.evaluate("scrollTo(0, 50)")  # a region is of the screen, wherever the page is scrolled to
+        region = {"x": round(600 * zoom) + 2, "y": round(250 * zoom) + 2, "width": 20, "height": 20}
+        box = computer.capture_screenshot(session_id, region=region).read()
+        assert pixel(page, box, 0, 0) == pixel(page, box, 19, 19) == [255, 0, 128], zoom
+    replay = sdk.browsers.replays.start(session_id)  # a recording starts at any zoom
+    sdk.browsers.replays.stop(replay.replay_id, id_or_name=session_id)
+
+
+def test_when_the_browser_cannot_be_reached_the_error_says_so_without_the_hosts_paths(lantern, sdk, screen):
+    session_id, _ = screen
+    # What a download written over the DevTools socket left (#34 item 7): a file where the socket was.
+    socket = Path(sandbox_of(lantern, session_id).devtools_socket())
+    aside = socket.with_name(f"{socket.name}.aside")
+    socket.rename(aside)
+    bodies = []
+    try:
+        socket.write_text("")
+        for call in (lambda: sdk.browsers.computer.click_mouse(session_id, x=1, y=1),
+                     lambda: sdk.browsers.computer.capture_screenshot(session_id),
+                     lambda: sdk.browsers.replays.start(session_id)):
+            with pytest.raises(kernel.APIStatusError) as failed:
+                call()
+            assert failed.value.status_code == 502
+            bodies.append(json.dumps(failed.value.body))
+    finally:
+        socket.unlink(missing_ok=True)
+        aside.rename(socket)
+    assert all("could not be reached" in body or "could not do it" in body for body in bodies), bodies
+    assert [body for body in bodies if host_words(lantern).search(body)] == []
+    sdk.browsers.computer.click_mouse(session_id, x=1, y=1)  # the socket back, the session goes on
 
 
 def probe_video(data, tmp_path):
