@@ -15,19 +15,30 @@ wait, or pass the work to another thread. Flattened sessions (attachToTarget / s
 with flatten=True) are one `sessionId` field on the same socket: `call(..., session_id=...)`
 addresses one, and handlers receive the event's session id (None for browser-level events).
 
+`max_message` bounds what the client holds of one message (cdp_frames.py): a longer one is skipped by
+length while it is read; an answer's call fails with CdpError, an event goes to `on_oversized(method,
+size)` (the method as its first bytes name it). websocket-client makes the connection and sends;
+the reader thread reads the frames itself.
+
 Plain threads and blocking sockets: the browser host is a thread-based program.
 """
 import itertools
 import json
 import logging
+import re
 import socket
 import threading
 
 import websocket
 
+from browserhost.cdp_frames import FrameReader, Oversized
 from lantern_wire.devtools import DevTools
 
 log = logging.getLogger(__name__)
+
+# Chromium writes an answer's "id" and an event's "method" first: a skipped message is named by its first bytes.
+ANSWER_ID = re.compile(rb'^\{"id":(\d+)')
+EVENT_METHOD = re.compile(rb'^\{"method":"([A-Za-z0-9_.]{1,100})"')
 
 
 class CdpError(RuntimeError):
@@ -48,9 +59,9 @@ class _Waiter:
 
 class CdpClient:
     """One DevTools WebSocket (browser- or page-level). `timeout` bounds the connect and,
-    unless a call gives its own, each call."""
+    unless a call gives its own, each call; `max_message` (bytes, None: no bound) each message read."""
 
-    def __init__(self, endpoint, timeout=10.0):
+    def __init__(self, endpoint, timeout=10.0, *, max_message=None, on_oversized=None):
         """`endpoint`: a ws:// URL, or a browser's DevTools (its browser-level socket)."""
         ws_url = endpoint.ws_url() if isinstance(endpoint, DevTools) else endpoint
         self.ws_url = ws_url
@@ -58,12 +69,14 @@ class CdpClient:
         try:
             sock = endpoint.connect(timeout) if isinstance(endpoint, DevTools) else None
             # No Origin header: Chromium refuses a WebSocket whose Origin it was not told to allow.
-            # websocket-client sets no limit on a message's size (screenshots, bodies are large).
             self._ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True, socket=sock,
                                                    enable_multithread=True, skip_utf8_validation=True)
         except (OSError, websocket.WebSocketException) as error:
             raise CdpError(f"cannot connect to {ws_url}: {error}") from None
         self._ws.settimeout(None)  # the reader waits as long as the browser is quiet
+        self.max_message = max_message
+        self._on_oversized = on_oversized
+        self._frames = FrameReader(self._ws.sock, max_message=max_message, on_ping=self._ws.pong)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._waiters = {}
@@ -147,16 +160,33 @@ class CdpClient:
     def _read(self):
         reason = "connection closed by the browser"
         try:
-            while True:
-                data = self._ws.recv()
-                if not data:  # a close frame, or the socket ended
-                    break
-                self._dispatch(json.loads(data))
+            while (data := self._frames.read()) is not None:  # None: a close frame, or the socket ended
+                if isinstance(data, Oversized):
+                    self._skipped(data)
+                else:
+                    self._dispatch(json.loads(data))
         except (OSError, websocket.WebSocketException, ValueError) as error:
             reason = f"connection lost: {error}"
         finally:
             self._shut(reason)
+            self._frames.close()
             self._ws.shutdown()
+
+    def _skipped(self, message):
+        answer = ANSWER_ID.match(message.prefix)
+        if answer:
+            bound = f"its answer of {message.size} bytes is past this connection's bound of {self.max_message} bytes"
+            self._dispatch({"id": int(answer.group(1)), "error": {"message": bound}})
+            return
+        method = EVENT_METHOD.match(message.prefix)
+        method = method.group(1).decode() if method else "?"
+        if self._on_oversized is None:
+            log.warning("CDP message of %s bytes (%s) past %s bytes: skipped", message.size, method, self.max_message)
+            return
+        try:
+            self._on_oversized(method, message.size)
+        except Exception:
+            log.exception("CDP on_oversized handler failed")
 
     def _dispatch(self, message):
         if "id" in message:

@@ -405,8 +405,10 @@ class BrowserHostServer:
         hosted.capture = Capture(hosted.browser.devtools, categories=lambda: hosted.categories,
                                  sink=lambda events: self.reports.telemetry(hosted.session_id, events),
                                  on_drops=lambda total: self.note(
-                                     hosted, f"telemetry capture could not keep up: {total} events dropped so far",
-                                     level=logging.WARNING)).start()
+                                     hosted, f"telemetry capture: {total} events dropped so far (it could not keep "
+                                             "up, or CDP messages were past BROWSER_CAPTURE_MAX_MESSAGE_MB)",
+                                     level=logging.WARNING),
+                                 max_message=self.settings["BROWSER_CAPTURE_MAX_MESSAGE_MB"] * 1024 * 1024).start()
         hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.reports.logs(
             hosted.session_id, "supervisor", CHROMIUM_LOG,
             [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)]),

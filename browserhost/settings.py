@@ -26,6 +26,9 @@ DEFAULTS = {
     # Reports (telemetry, log lines) waiting for the app, at most: past it they are dropped and counted (the
     # app may be away; capture never waits for it).
     "BROWSER_HOST_REPORT_QUEUE": 200_000,
+    # The most of one CDP message a session's telemetry capture holds, in MiB: a longer one (a page logging a
+    # 200 MB string) is skipped while it is read and counted as dropped, so the host's memory stays bounded.
+    "BROWSER_CAPTURE_MAX_MESSAGE_MB": 16,
     # Sandboxes (browserhost/sandbox.py; docs/browsers.md, "Isolation"). "on": each session's browser runs in
     # a sandbox of its own (own files, unprivileged user, network namespace, cgroup), and a host that cannot
     # make one starts no browser and says why; "off": browsers run as the host's user on its files and

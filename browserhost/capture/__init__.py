@@ -9,7 +9,8 @@
 (lantern_wire/telemetry.py: nothing else is made), each a dict `validate_event` accepts: type,
 category, ts (Unix microseconds, when the event was read), source `{kind: "cdp", event: <CDP method>,
 metadata: {session_id, target_id}}`, data, and `truncated: true` when a string, a header list or a
-body was cut. A category's events are made only while it is enabled (the check comes first).
+body was cut. A category's events are made only while it is enabled (the check comes first). A CDP
+message past `max_message` bytes is skipped while read (browserhost/cdp_frames.py) and counted dropped.
 
     core.py          Capture: wires the rest, starts and stops; monitor, system and connection events
     connection.py    the CDP connection: auto-attach, targets, sessions; the thread making calls

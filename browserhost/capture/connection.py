@@ -73,8 +73,9 @@ class Connection:
     The capture fills `set_ups` (each category's `set_up(send, target)`, in the order Chromium gets
     them) and `on_tab_opened(target, info)` (a tab opened after `attach_all()`) before connecting."""
 
-    def __init__(self, ws_url, calls):
+    def __init__(self, ws_url, calls, *, max_message=None, on_oversized=None):
         self.ws_url = ws_url
+        self.max_message, self.on_oversized = max_message, on_oversized
         self.cdp = None
         self.targets = {}            # session id -> Target
         self.started = False         # tabs attached after start() are "opened"
@@ -89,7 +90,7 @@ class Connection:
         """Open the connection and have the reader call `handlers` (CDP method -> handler) besides the
         connection's own. CdpError if the browser cannot be reached."""
         self._started_ms = time.time() * 1000
-        self.cdp = CdpClient(self.ws_url)
+        self.cdp = CdpClient(self.ws_url, max_message=self.max_message, on_oversized=self.on_oversized)
         for method, handler in {**self._handlers(), **handlers}.items():
             self.cdp.on(method, handler)
 

@@ -24,6 +24,7 @@ from lantern_wire.hosts import CDP_CATEGORIES
 
 log = logging.getLogger(__package__)  # the name its lines had before capture.py became a package
 
+MAX_MESSAGE = 16 * 1024 * 1024  # BROWSER_CAPTURE_MAX_MESSAGE_MB's default
 DISCONNECT_REASONS = ("client_close", "upstream_changed", "upstream_error", "context_cancelled")
 
 
@@ -35,7 +36,9 @@ class Capture:
     """Telemetry of one browser: `start()`, then events flow to `sink` until `stop()`."""
 
     def __init__(self, ws_url, *, categories, sink, flush_seconds=0.05, max_batch=500, max_pending=10000,
-                 clock=time.time, on_drops=None):
+                 clock=time.time, on_drops=None, max_message=MAX_MESSAGE):
+        """`max_message`: the most bytes of one CDP message the capture holds; a longer one (a page logging a
+        huge string) is skipped while it is read and counted in `dropped`."""
         self.ws_url = ws_url
         self._categories = Categories(categories)
         self._categories.refresh()  # host events (browser_exited, client_*) count before start() too
@@ -46,7 +49,8 @@ class Capture:
         self._stopped = False
         self._connection_lost = False
         self._calls = Calls()
-        self._connection = Connection(ws_url, self._calls)
+        self._connection = Connection(ws_url, self._calls, max_message=max_message, on_oversized=self._oversized)
+        self._oversized_seen = False
         targets = self._connection.targets
         page = Page(targets, self._categories, self._emit)
         # In this order each new session gets their set-up commands (Runtime.enable is console's).
@@ -62,7 +66,8 @@ class Capture:
     flush_seconds = _of_flusher("flush_seconds")
     max_batch = _of_flusher("max_batch")
     max_pending = _of_flusher("max_pending")
-    dropped = _of_flusher("dropped", "Events lost: past `max_pending`, or in a batch the sink raised on.")
+    dropped = _of_flusher("dropped", "Events lost: past `max_pending`, in a batch the sink raised on, or in a CDP "
+                                     "message past `max_message`.")
     captured = _of_flusher("captured", "Events the sink took.")
 
     # -- lifecycle
@@ -161,6 +166,13 @@ class Capture:
     def _before_pass(self):
         self._categories.refresh()
         self._note_connection()
+
+    def _oversized(self, method, size):
+        self._flusher.count_dropped()
+        if not self._oversized_seen:  # once: the drop count tells the rest
+            self._oversized_seen = True
+            log.warning("telemetry capture of %s: a CDP message of %s bytes (%s) is past %s bytes: skipped, and "
+                        "every such message from now on", self.ws_url, size, method, self._connection.max_message)
 
     def _log_drops(self, total):
         log.warning("telemetry capture of %s: %s events dropped so far", self.ws_url, total)

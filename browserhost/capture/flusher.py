@@ -81,6 +81,11 @@ class Flusher:
         if len(pending) >= self.max_batch and not self._wake.is_set():
             self._wake.set()
 
+    def count_dropped(self, count=1):
+        """Events lost before they were made (a CDP message skipped for its size)."""
+        with self._lock:
+            self.dropped += count
+
     def wake(self):
         self._wake.set()
 

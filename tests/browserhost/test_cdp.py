@@ -1,10 +1,13 @@
 """The CDP client against a real Chromium: calls, events, flattened sessions, timeouts, closing
 (browserhost/cdp.py)."""
+import socket
+import struct
 import threading
 
 import pytest
 
 from browserhost.cdp import CdpClient, CdpError
+from browserhost.cdp_frames import FrameReader, Oversized
 from tests.browserhost.helpers import needs_chromium
 
 pytestmark = needs_chromium
@@ -113,3 +116,64 @@ def test_the_browser_side_going_away_fails_waiting_calls(cdp, browser):
     thread.join(WAIT)
 
     assert "error" in outcome and page.closed
+
+
+def test_a_message_past_max_message_is_skipped_by_length_and_the_client_goes_on(browser):
+    """#34 item 12: the client holds at most `max_message` bytes of one message; a longer event goes to
+    on_oversized, a longer answer fails its call, and later messages arrive."""
+    oversized, logged = [], []
+    with CdpClient(browser.ws_url, max_message=1024 * 1024,
+                   on_oversized=lambda method, size: oversized.append((method, size))) as cdp:
+        _, session = new_session(cdp)
+        after = threading.Event()
+        cdp.on("Runtime.consoleAPICalled", lambda params, _: (logged.append(params["args"][0]["value"][:10]),
+                                                              params["args"][0]["value"] == "after" and after.set()))
+        cdp.call("Runtime.enable", session_id=session)
+        cdp.call("Runtime.evaluate", {"expression": "console.log('x'.repeat(3 * 1024 * 1024)); console.log('after')"},
+                 session_id=session)
+        assert after.wait(WAIT)
+
+        assert logged == ["after"]
+        assert [method for method, _ in oversized] == ["Runtime.consoleAPICalled"]
+        assert oversized[0][1] > 3 * 1024 * 1024
+        with pytest.raises(CdpError, match="past this connection's bound of 1048576 bytes"):
+            cdp.call("Runtime.evaluate", {"expression": "'y'.repeat(2 * 1024 * 1024)", "returnByValue": True},
+                     session_id=session)
+        assert cdp.call("Runtime.evaluate", {"expression": "6 * 7"}, session_id=session)["result"]["value"] == 42
+
+
+def frame(opcode, payload, fin=True):
+    """A server's frame (unmasked), with the length in 1, 2 or 8 bytes as its size needs."""
+    first = (0x80 if fin else 0) | opcode
+    if len(payload) < 126:
+        return bytes([first, len(payload)]) + payload
+    if len(payload) < 65536:
+        return bytes([first, 126]) + struct.pack("!H", len(payload)) + payload
+    return bytes([first, 127]) + struct.pack("!Q", len(payload)) + payload
+
+
+def test_frames_fragmented_pinged_oversized_and_closed():
+    ours, theirs = socket.socketpair()
+    pinged = []
+    reader = FrameReader(ours, max_message=100_000, on_ping=pinged.append)
+    big = b'{"method":"Runtime.consoleAPICalled","params":' + b"x" * 150_000 + b"}"
+    frames = (frame(0x1, b'{"id":1,', fin=False) + frame(0x9, b"hi") + frame(0x0, b'"result":{}}')
+              + frame(0x1, big[:90_000], fin=False) + frame(0x0, big[90_000:])
+              + frame(0x1, b"x" * 70_000) + frame(0x8, b""))
+    sender = threading.Thread(target=theirs.sendall, args=(frames,))  # more than the socket buffer holds
+    sender.start()
+    try:
+        assert reader.read() == b'{"id":1,"result":{}}' and pinged == [b"hi"]
+        skipped = reader.read()
+        assert isinstance(skipped, Oversized) and skipped.size == len(big) and skipped.prefix == big[:256]
+        assert reader.read() == b"x" * 70_000  # a message of 2 bytes' length, within the bound
+        assert reader.read() is None  # the close frame
+        sender.join(WAIT)
+        theirs.sendall(frame(0x1, b"cut short")[:5])
+        theirs.shutdown(socket.SHUT_WR)
+        with pytest.raises(ConnectionError):
+            reader.read()
+    finally:
+        reader.close()
+        ours.close()
+        theirs.close()

@@ -1,8 +1,10 @@
 """Telemetry and logs captured by the host from the real browser, read through Lantern (#13)."""
 import os
+import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import kernel
@@ -189,3 +191,43 @@ def test_the_start_page_is_captured_in_every_session(lantern, sdk, site):
         loaded, streamed = start_page_loads(sdk, url, headless=attempt % 2 == 0)
         assert loaded == [url], f"session {attempt}: the start page's load is not in the archive"
         assert streamed == [url], f"session {attempt}: the start page's load never came on the stream"
+
+
+def memory_kb(pid, field):
+    """A line of /proc/<pid>/status in kB: VmRSS (now) or VmHWM (the peak since the last reset_peak)."""
+    return int(re.search(rf"^{field}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
+
+
+def reset_peak(pid):
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM starts again from VmRSS
+
+
+# Chromium takes about 10 s per 100 MB to serialise and send such a message to each CDP client.
+HUGE_LOGS = "const huge = 'x'.repeat(200 * 1024 * 1024); console.log(huge); console.log('after'); huge.length"
+
+
+def test_a_page_logging_huge_strings_leaves_the_hosts_memory_bounded(lantern, sdk, site):
+    """#34 item 12: a CDP message past BROWSER_CAPTURE_MAX_MESSAGE_MB (16) is skipped while read and counted
+    as dropped: the host's RSS stays under its idle RSS + 100 MB, and later events still arrive."""
+    host = lantern.hosts[0].process.pid
+    created = sdk.browsers.create(headless=True, memory="4GiB", start_url=f"{site.url}/quiet", telemetry={
+        "enabled": True, "browser": {name: {"enabled": True} for name in ("console", "page")}})
+    assert wait_for_types(sdk, created.session_id, {"page_load"})  # the capture has set the page up
+    idle = memory_kb(host, "VmRSS")
+    reset_peak(host)
+    with CdpClient(created.cdp_ws_url, timeout=120) as cdp:  # no Runtime.enable: it gets no console events
+        page = next(t for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "page")["targetId"]
+        session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+        logged = cdp.call("Runtime.evaluate", {"expression": HUGE_LOGS, "returnByValue": True}, session_id=session)
+    assert logged["result"]["value"] == 200 * 1024 * 1024
+    after = wait_for_console(sdk, created.session_id, "after", timeout=30)
+    peak = memory_kb(host, "VmHWM")
+
+    assert after is not None, "the session's capture stopped after the huge messages"
+    assert peak < idle + 100 * 1024, f"the host's RSS went from {idle} kB to {peak} kB"
+    texts = [e.event.data.text for e in archived(sdk, created.session_id, category=["console"])]
+    assert texts == ["after"]
+    dropped = eventually(lambda: [line.message for line in sdk.browsers.logs.stream(
+        created.session_id, source="supervisor", supervisor_process="browser-host", follow=False)
+        if "events dropped so far" in line.message], 25, interval=0.5)  # a report at most every 10 s
+    assert dropped and "1 events dropped so far" in dropped[-1], dropped
