@@ -1,11 +1,19 @@
 """When a recording of the screen ends by itself (its max duration), on real browsers through the official SDK: the
-replay is `saved` and its `finished_at` within a second of its video's end, headless and headful (#34 item 6)."""
+replay is `saved` and its `finished_at` within a second of its video's end, headless and headful (#34 item 6);
+and when its upload is refused, `failed` saying why within seconds (#34 item 17)."""
+import http.client
+import http.server
 import json
 import subprocess
+import threading
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
 
+from lantern_wire.hosts import REPLAYS
+from tests.browsers.live.conftest import Host
+from tests.live_server import browser_host, run_cli
 from tests.waiting import eventually
 
 
@@ -43,3 +51,85 @@ def test_a_replay_at_its_max_duration_is_saved_when_its_video_ends(sdk, tmp_path
     [said] = eventually(lambda: [line for line in host_lines(sdk, session_id)
                                  if line.message.startswith(f"recording {replay.replay_id} saved")], 10)
     assert (said.timestamp - video_end).total_seconds() <= 1, (video_end, said.timestamp)
+
+
+class RefusingProxy:
+    """A reverse proxy before the app for one host, as nginx with a body limit too small for videos: it passes
+    every call on, but answers a recording's upload with its own 413 page at once, the body unread."""
+
+    def __init__(self, app_url):
+        self.refused = []
+        upstream = urlsplit(app_url)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_PUT(self):
+                if self.path.startswith(REPLAYS) and "error=" not in self.path:
+                    proxy.refused.append(self.path)
+                    self.close_connection = True
+                    return self.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
+                self.forward()
+
+            def do_POST(self):
+                self.forward()
+
+            def forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+                try:
+                    connection.request(self.command, self.path, body=body, headers={
+                        name: self.headers[name] for name in ("Authorization", "Content-Type") if self.headers[name]})
+                    response = connection.getresponse()
+                    self.answer(response.status, response.read(), response.getheader("Content-Type") or "text/plain")
+                finally:
+                    connection.close()
+
+            def answer(self, status, body, content_type):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_replay_whose_upload_a_proxy_refuses_fails_within_seconds_saying_why(lantern, sdk):
+    """It said `saving` for 75 minutes (#34 item 17), until the app gave up on it."""
+    proxy = RefusingProxy(lantern.base_url)
+    process, port = browser_host(lantern.env, lantern.workdir, "behind-a-proxy", 1, app_url=proxy.url)
+    host = Host("behind-a-proxy", port, process, lantern.workdir / "hosts" / "behind-a-proxy", process.credential)
+    lantern.hosts.append(host)
+    others = [line.split()[0] for line in run_cli(lantern.env, "browsers", "hosts", "list").splitlines()
+              if line.split() and line.split()[0] != host.name]
+    try:
+        for name in others:  # the session is placed on the host behind the proxy
+            run_cli(lantern.env, "browsers", "hosts", "limit", name, "0")
+        session_id = sdk.browsers.create(headless=True).session_id
+        started = sdk.browsers.replays.start(session_id, max_duration_in_seconds=2)
+
+        def ended():
+            return [r for r in sdk.browsers.replays.list(session_id) if r.model_extra["status"] != "recording"
+                    and r.model_extra["status"] != "saving"]
+
+        [replay] = eventually(ended, 30, interval=0.1)
+        assert replay.replay_id == started.replay_id and proxy.refused
+        assert replay.model_extra["status"] == "failed" and "413" in replay.model_extra["error"]
+        sdk.browsers.delete_by_id(session_id)
+    finally:
+        for name in others:
+            run_cli(lantern.env, "browsers", "hosts", "limit", name, "none")
+        host.stop()
+        proxy.stop()
