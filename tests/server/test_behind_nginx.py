@@ -43,7 +43,8 @@ def nginx_config(workdir, port, upstreams):
     docs = (ROOT / "docs" / "operations.md").read_text()
     block = re.search(r"## nginx in front.*?```nginx\n(.*?)```", docs, flags=re.S).group(1)
     assert DOCS_UPSTREAMS in block and "listen 443 ssl;" in block
-    block = block.replace(DOCS_UPSTREAMS, "".join(f"    server {u};\n" for u in upstreams))
+    # A failed server is tried again after 1 s, not nginx's 10: the tests kill and restart them one after another.
+    block = block.replace(DOCS_UPSTREAMS, "".join(f"    server {u} fail_timeout=1s;\n" for u in upstreams))
     block = block.replace("listen 443 ssl;", f"listen 127.0.0.1:{port};")
     logs = workdir / "logs"
     block = block.replace("/var/log/nginx/", f"{logs}/")
@@ -90,12 +91,13 @@ class AppServers:
                                capture_output=True, text=True)
         return [int(pid) for pid in found.stdout.split()]
 
-    def all_running(self, base_url):
-        stopped = [index for index in range(len(self.ports)) if not self.pids(index)]
-        for index in stopped:
+    def running(self, base_url, count=2):
+        """Start app servers until `count` of them run (the last first: the host reports to it)."""
+        stopped = [index for index in reversed(range(len(self.ports))) if not self.pids(index)]
+        for index in stopped[:count - (len(self.ports) - len(stopped))]:
             self.start(index)
         if len(stopped) == len(self.ports):
-            # nginx takes none of them for fail_timeout (10 s) after all of them failed.
+            # nginx takes none of them for fail_timeout after all of them failed.
             assert eventually(lambda: httpx.get(f"{base_url}/openapi.json", timeout=5).status_code == 200, 20)
 
     def send(self, index, signum):
@@ -142,14 +144,15 @@ def deployment(tmp_path_factory):
                     (workdir / "logs" / "error.log").read_text()
                 time.sleep(0.1)
         if CHROMIUM:
-            # The host calls the app through nginx's internal location, as the docs' hosts on other machines may.
-            stack.callback(stop, browser_host(env, workdir, "nginx", capacity=1, app_url=base_url)[0])
+            # The host reports to the app server no test pauses (in_flight_when_killed): its heart-beats through
+            # nginx could be the request found waiting in the paused one.
+            host_app_url = f"http://127.0.0.1:{servers.ports[1]}"
+            stack.callback(stop, browser_host(env, workdir, "nginx", capacity=1, app_url=host_app_url)[0])
         yield {"base_url": base_url, "key": key, "servers": servers, "logs": workdir / "logs"}
 
 
 @pytest.fixture
 def client(deployment):
-    deployment["servers"].all_running(deployment["base_url"])
     with httpx.Client(base_url=deployment["base_url"], timeout=30,
                       headers={"Authorization": f"Bearer {deployment['key']}"}) as client:
         yield client
@@ -163,6 +166,7 @@ def post_event(client, session_id, text):
 
 
 def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_server_stops(deployment, client):
+    deployment["servers"].running(deployment["base_url"], 2)
     created = client.post("/browsers", json={"headless": True, "telemetry": {
         "enabled": True, "browser": {"console": {"enabled": True}}}})
     assert created.status_code == 201, created.text
@@ -214,6 +218,7 @@ def test_sse_passes_unbuffered_with_its_keepalives_and_resumes_after_an_app_serv
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium")
 def test_the_cdp_websocket_and_the_live_view_are_relayed_through_nginx_and_no_log_holds_their_token(
         deployment, client):
+    deployment["servers"].running(deployment["base_url"], 1)
     created = client.post("/browsers", json={"headless": True})
     assert created.status_code == 201, created.text
     created = created.json()
@@ -244,8 +249,25 @@ def test_the_cdp_websocket_and_the_live_view_are_relayed_through_nginx_and_no_lo
     assert_no_token_logged(deployment, token)
 
 
+def test_a_body_past_the_proxys_limit_is_answered_in_the_apis_error_body(deployment, client):
+    # nginx answers it alone.
+    status, headers, body = raw_request(deployment, "POST", "/extensions", 101 * 1024 * 1024)
+    assert status == 413 and headers["content-type"] == "application/json", (status, headers, body)
+    assert json.loads(body)["code"] == "payload_too_large"
+
+
+def test_the_hosts_internal_routes_take_a_recordings_size(deployment, client):
+    deployment["servers"].running(deployment["base_url"], 1)
+    # A body of 1 GiB (REPLAY_MAX_BYTES) is not refused by nginx: the app answers (here: no host credential).
+    status, headers, body = raw_request(deployment, "PUT", "/internal/browser-hosts/replays/r1", 1024 ** 3)
+    assert status == 401 and json.loads(body)["code"] == "unauthorized", (status, headers, body)
+    status, headers, body = raw_request(deployment, "PUT", "/internal/browser-hosts/replays/r1", 1024 ** 3 + 1)
+    assert status == 413 and json.loads(body)["code"] == "payload_too_large", (status, headers, body)
+
+
 def test_an_idempotent_request_in_flight_on_an_app_server_that_dies_is_answered_by_the_other(deployment, client):
     servers = deployment["servers"]
+    servers.running(deployment["base_url"], 2)
     # The live view's page, opened as a viewer's browser would (its token in the query, no key).
     path = "/browsers/no-such-session/live"
     answer, dead = in_flight_when_killed(servers, lambda: httpx.get(
@@ -260,6 +282,7 @@ def test_an_idempotent_request_in_flight_on_an_app_server_that_dies_is_answered_
 def test_a_create_in_flight_on_an_app_server_that_dies_is_answered_in_the_apis_error_body_not_sent_again(
         deployment, client):
     servers = deployment["servers"]
+    servers.running(deployment["base_url"], 2)
     answer, dead = in_flight_when_killed(servers, lambda: client.post("/browsers", json={"headless": True}))
     assert_error_body(answer, 502, "bad_gateway")
     assert answer.headers["x-should-retry"] == "false"  # it may have run: the SDKs must not send it again
@@ -271,24 +294,13 @@ def test_what_no_app_server_takes_is_answered_in_the_apis_error_body(deployment,
     servers = deployment["servers"]
     for index in range(len(servers.ports)):
         servers.stop(index, signal.SIGKILL)
-    for method in ("GET", "POST"):  # nothing was sent: the SDKs may retry either
-        answer = client.request(method, "/browsers", json={} if method == "POST" else None)
-        assert_error_body(answer, 502, "bad_gateway")
-        assert "x-should-retry" not in answer.headers
-
-
-def test_a_body_past_the_proxys_limit_is_answered_in_the_apis_error_body(deployment, client):
-    status, headers, body = raw_request(deployment, "POST", "/extensions", 101 * 1024 * 1024)
-    assert status == 413 and headers["content-type"] == "application/json", (status, headers, body)
-    assert json.loads(body)["code"] == "payload_too_large"
-
-
-def test_the_hosts_internal_routes_take_a_recordings_size(deployment, client):
-    # A body of 1 GiB (REPLAY_MAX_BYTES) is not refused by nginx: the app answers (here: no host credential).
-    status, headers, body = raw_request(deployment, "PUT", "/internal/browser-hosts/replays/r1", 1024 ** 3)
-    assert status == 401 and json.loads(body)["code"] == "unauthorized", (status, headers, body)
-    status, headers, body = raw_request(deployment, "PUT", "/internal/browser-hosts/replays/r1", 1024 ** 3 + 1)
-    assert status == 413 and json.loads(body)["code"] == "payload_too_large", (status, headers, body)
+    try:
+        for method in ("GET", "POST"):  # nothing was sent: the SDKs may retry either
+            answer = client.request(method, "/browsers", json={} if method == "POST" else None)
+            assert_error_body(answer, 502, "bad_gateway")
+            assert "x-should-retry" not in answer.headers
+    finally:
+        servers.running(deployment["base_url"], 1)  # the host's: a stopping host tells its app so
 
 
 def in_flight_when_killed(servers, send):
@@ -300,8 +312,8 @@ def in_flight_when_killed(servers, send):
         deadline = time.monotonic() + 30  # nginx skips a server that failed for 10 s (fail_timeout)
         while True:
             request = Request(send)
-            waiting = eventually(lambda r=request: servers.has_unread_request(dead) or r.answered.is_set(), 10)
-            if waiting and servers.has_unread_request(dead):
+            eventually(lambda r=request: servers.has_unread_request(dead) or r.answered.is_set(), 10)
+            if servers.has_unread_request(dead) and not request.answered.is_set():
                 break
             request.answered.wait(10)  # the other server answered it: send another
             assert time.monotonic() < deadline, "no request reached the stopped app server"
