@@ -97,8 +97,8 @@ class DefaultConfig:
     # Browser hosts (browserhost/, its own program with its own settings: browserhost/settings.py;
     # app/browsers/hosts.py): each is added with a credential (`flask browsers hosts add NAME --address URL`) and
     # heart-beats every BROWSER_HOST_HEARTBEAT_SECONDS (the app tells it at registration); one silent
-    # for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new sessions; its sessions end). The app waits
-    # BROWSER_HOST_START_SECONDS for a browser to start.
+    # for BROWSER_HOST_TIMEOUT_SECONDS is lost (no new sessions; its sessions end). A browser's start (sandbox,
+    # Chromium, DevTools) has BROWSER_HOST_START_SECONDS on a busy machine; past it, the create answers 503 saying so.
     BROWSER_HOST_HEARTBEAT_SECONDS = 2
     BROWSER_HOST_TIMEOUT_SECONDS = 10
     BROWSER_HOST_START_SECONDS = 30

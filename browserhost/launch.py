@@ -73,6 +73,10 @@ class LaunchError(RuntimeError):
     """Chromium did not start (its log's tail is in the message)."""
 
 
+class StartTimedOut(LaunchError):
+    """Chromium did not answer within the start's time: on a busy machine, a start that may succeed later."""
+
+
 def find_chromium(configured=None):
     """The configured executable if usable, else Debian's Chromium binary (never the /usr/bin
     wrapper, which sources /etc/chromium.d and adds flags); None when there is none."""
@@ -236,22 +240,23 @@ class Browser:
     @classmethod
     def start(cls, binary, workdir, options, *, timeout=20.0, box=None):
         """Start Chromium on `workdir` (user-data/, tmp/, chromium.log), inside `box` when given (a created
-        sandbox.Sandbox), and wait until its DevTools endpoint answers; LaunchError, with the log's tail,
-        if it does not within `timeout`."""
-        measured = (binary, options.display is None)
+        sandbox.Sandbox), and wait until its DevTools endpoint answers; LaunchError, with the log's tail, if it
+        does not (StartTimedOut when it did not within `timeout` seconds, all of the start)."""
+        measured, deadline = (binary, options.display is None), time.monotonic() + timeout
         browser = cls._launch(binary, workdir, options, timeout, _measured_chrome_heights.get(measured, CHROME_HEIGHT),
                               box)
         if options.viewport and measured not in _measured_chrome_heights:
             try:
-                height = browser._measure_chrome_height(timeout)
+                height = browser._measure_chrome_height(max(deadline - time.monotonic(), 0.5))
             except Exception as error:
                 browser.stop(grace=0)
-                raise LaunchError(f"measuring the browser's window failed: {error}") from error
+                failed = StartTimedOut if time.monotonic() > deadline else LaunchError
+                raise failed(f"measuring the browser's window failed: {error}") from error
             _measured_chrome_heights[measured] = height
             if height != CHROME_HEIGHT:
                 log.warning("browser UI is %s px high, not %s: relaunching %s", height, CHROME_HEIGHT, binary)
                 browser.stop()
-                browser = cls._launch(binary, workdir, options, timeout, height, box)
+                browser = cls._launch(binary, workdir, options, max(deadline - time.monotonic(), 0.0), height, box)
         return browser
 
     @classmethod
@@ -279,7 +284,7 @@ class Browser:
             process.wait()
             if os.path.islink(tmpdir):
                 os.unlink(tmpdir)
-            raise LaunchError(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
+            raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
         return cls(process, workdir, devtools, log_path, tmpdir)
 
     @classmethod
@@ -310,7 +315,7 @@ class Browser:
         except LaunchError as error:
             box.cgroup.kill(0)
             process.wait()
-            raise LaunchError(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
+            raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
         return cls(process, workdir, devtools, log_path, "/tmp", box)
 
     def _measure_chrome_height(self, timeout):
@@ -487,7 +492,7 @@ def _wait_for_devtools(process, deadline, find):
         if process.poll() is not None:
             raise LaunchError(f"Chromium exited with {process.returncode} before its DevTools endpoint answered")
         if time.monotonic() > deadline:
-            raise LaunchError("Chromium's DevTools endpoint did not answer in time")
+            raise StartTimedOut("Chromium's DevTools endpoint did not answer in time")
         devtools = find()
         if devtools is not None:
             return devtools

@@ -5,7 +5,8 @@ heart-beats through the app's internal API with its own credential, and sends wh
 report there (uplink.py; lantern_wire/hosts.py has the contract). Workers place sessions on it and
 call its control API, authorised by the key derived from that credential:
 
-    POST   /sessions                      start a browser (settings, extension archives, profile state)
+    POST   /sessions                      start a browser (settings, extension archives, profile state), within
+                                          "start_seconds" (else 503 browser_host_busy: the machine is too busy)
     DELETE /sessions/{id}?save_state=1    stop it; the profile's state comes back when asked
     GET    /sessions/{id}/json/version    Chromium's answers, for the app's /cdp/json routes
     GET    /sessions/{id}/json/list
@@ -84,6 +85,8 @@ CHROMIUM_LOG_MAX_BYTES = 16 * 1024 * 1024
 CREDENTIAL_REFUSED = 4
 # ... when another host runs on its folder (<BROWSER_HOST_DIR>/<name>): it would only refuse again.
 FOLDER_IN_USE = 5
+# A start's deadline when the app does not give one (it sends its BROWSER_HOST_START_SECONDS).
+DEFAULT_START_SECONDS = 30
 # How long a stopping host waits for the app to take what its browsers reported last.
 FINAL_REPORTS_SECONDS = 10
 # How long a finished recording is offered to the app while it does not answer, before it is given up.
@@ -104,6 +107,7 @@ class Hosted:
     # this host relays it, and when it came). A worker that dies takes its entries with it.
     connections: dict = field(default_factory=dict)
     starting: bool = True
+    start_deadline: float = 0.0  # time.monotonic() past which its start gives up (the machine is too busy)
     stopping: bool = False
     out_of_memory: bool = False  # its sandbox's OOM kill was reported; it is being ended
     capture: Capture | None = None
@@ -341,6 +345,7 @@ class BrowserHostServer:
     def start_browser(self, body):
         """(status, answer) for POST /sessions."""
         session_id = body["session_id"]
+        start_seconds = float(body.get("start_seconds") or DEFAULT_START_SECONDS)
         if self.unavailable_reason():
             return 503, {"code": "browser_host_unavailable", "message": f"Browser host {self.name} cannot start "
                          f"browsers: {self.unavailable_reason()}"}
@@ -355,9 +360,15 @@ class BrowserHostServer:
             if len(self.hosted) >= self.capacity:
                 return 503, {"code": "no_browser_capacity", "message": f"Browser host {self.name} is full."}
             hosted = self.hosted[session_id] = Hosted(session_id, self.root / "sessions" / session_id,
-                                                      categories=frozenset(body.get("categories") or ()))
+                                                      categories=frozenset(body.get("categories") or ()),
+                                                      start_deadline=time.monotonic() + start_seconds)
         try:
             self._launch(hosted, body)
+        except launch.StartTimedOut as error:
+            logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
+            self._teardown(hosted, save=False)
+            return 503, {"code": "browser_host_busy", "message": f"Chromium did not start within the start deadline "
+                         f"({start_seconds:g} s): browser host {self.name} is too busy; retry later"}
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
             logger.exception("starting the browser of session %s failed", session_id)
             self._teardown(hosted, save=False)
@@ -391,7 +402,8 @@ class BrowserHostServer:
             timezone=location.get("timezone"), locale=location.get("locale"),  # start_url: loaded by the capture
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
             display=display)
-        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box)
+        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
+                                              timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
         screen = None if options.headless else computer.Display(
             ":99" if hosted.box else display, hosted.box, options.viewport or launch.DEFAULT_SCREEN)
         hosted.screen = computer.Screen(hosted.browser.devtools, display=screen,

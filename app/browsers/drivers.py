@@ -25,9 +25,12 @@ from app.profiles.models import Profile, save_profile_state
 logger = logging.getLogger(__name__)
 # How many hosts a create tries: the one placed, then others with room when one did not start it.
 MAX_START_ATTEMPTS = 3
-# What a host refusing a start answers when it started nothing there (another host may take the session).
-HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable", "browser_host_busy")
+# What a host refusing a start answers when it started nothing there (another host may take the session). Not
+# browser_host_busy: that host spent the whole start deadline, which another try would double.
+HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable")
 ABANDON_SECONDS = 5
+# A host gives up a start at BROWSER_HOST_START_SECONDS and answers why; the app waits this much longer for that.
+ANSWER_SECONDS = 10
 
 
 @dataclass
@@ -145,12 +148,13 @@ class HostDriver:
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
                 "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,
-                "categories": session_categories(session)}
+                "categories": session_categories(session), "start_seconds": config["BROWSER_HOST_START_SECONDS"]}
         hosts.new_cdp_token(session)  # saved with the endpoints
         tried = []
         while True:
             try:
-                hosts.call(session.host, "POST", "/sessions", body, timeout=config["BROWSER_HOST_START_SECONDS"])
+                hosts.call(session.host, "POST", "/sessions", body,
+                           timeout=config["BROWSER_HOST_START_SECONDS"] + ANSWER_SECONDS)
                 break
             except hosts.HostError as error:
                 logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.browsers import host_reports, hosts
+from app.browsers import drivers, host_reports, hosts
 from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
@@ -21,12 +21,12 @@ class FakeHost:
     """A host's control API on a free port: starts (after `delay` seconds) and stops are answered and noted."""
 
     def __init__(self, delay=0.0):
-        self.delay, self.requests = delay, []
+        self.delay, self.requests, self.bodies = delay, [], []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
+                fake.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
                 fake.requests.append(("POST", self.path))
                 time.sleep(fake.delay)
                 self.answer(201, {"pid": 1, "browser_path": "/devtools/browser/x"})
@@ -102,9 +102,12 @@ def test_a_create_placed_on_a_dead_host_starts_on_another_with_room(make_app, ma
         assert response.status_code == 201, response.get_json()
         assert host_of(app, response.get_json()["session_id"]) == "b-live"
     assert [method for method, _ in live.requests] == ["POST", "POST"]
+    assert live.bodies[0]["start_seconds"] == 30  # the start's deadline: the host answers why past it (#34 item 14)
 
 
-def test_a_start_that_timed_out_is_stopped_on_its_host_and_placed_on_another(make_app, make_org, fake_hosts):
+def test_a_start_that_timed_out_is_stopped_on_its_host_and_placed_on_another(make_app, make_org, fake_hosts,
+                                                                             monkeypatch):
+    monkeypatch.setattr(drivers, "ANSWER_SECONDS", 0)  # a host that does not even say it gave up
     app = make_app(BROWSER_DRIVER="host", BROWSER_HOST_START_SECONDS=1)
     slow, fast = fake_hosts(delay=2), fake_hosts()
     add_live_host(app, "a-slow", slow.url, capacity=10)

@@ -5,6 +5,9 @@ browser. Pages come from a small site on 127.0.0.1.
 """
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -230,6 +233,31 @@ def test_after_a_host_is_killed_the_next_creates_all_start_on_another_with_room(
         assert set(lantern.hosts[0].health()["sessions"]) == set(created)
     finally:
         run_cli(lantern.env, "browsers", "hosts", "revoke", "doomed")  # out of placement for the next tests
+
+
+def test_sessions_started_at_once_on_a_machine_whose_every_core_is_busy_all_start(lantern, sdk):
+    """#34 item 14: a start under load waits for the slow Chromium (within the host's start deadline) instead of
+    failing it."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    results = []
+    try:
+        def create():
+            try:
+                results.append(sdk.browsers.create(headless=True).session_id)
+            except kernel.APIStatusError as error:
+                results.append(error)
+
+        threads = [threading.Thread(target=create) for _ in range(CAPACITY)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    failed = [f"{error.status_code} {error.body}" for error in results if not isinstance(error, str)]
+    assert not failed and len(results) == CAPACITY
 
 
 def test_the_readme_browser_example_runs(lantern, site):
