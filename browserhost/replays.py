@@ -8,7 +8,8 @@ frame whenever the page changes), the newest frame written again at every tick o
 play for the time they recorded at the framerate asked. The MP4 is fragmented (a fragment every two
 seconds): ffmpeg writes it as a stream, and one cut short still plays up to its last whole fragment.
 
-A recording ends when it is stopped, at its `max_seconds` (ffmpeg's own -t), once it has written
+A recording ends when it is stopped, at its `max_seconds` (ffmpeg's own -t; a headless one's feeder ends its
+input there too, stamping its end), once it has written
 `max_bytes` (the rest is not kept), when its encoder fails, or with its session; then `on_finished` is
 called once with it, from its own thread, which sends it to the app (`send`).
 """
