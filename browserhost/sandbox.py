@@ -25,6 +25,11 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   (BROWSER_LOOPBACK_PORTS, at the same http://127.0.0.1:PORT inside, translated to slirp4netns'
   gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
+- **DNS**: a dnsmasq of the session's own (browserhost/resolver.py), inside its sandbox as Debian's
+  `dnsmasq` user, at 127.0.0.1 of its namespace: it refuses answers in private, loopback and link-local
+  ranges and, with an allowlist, answers only the listed names. Only that user's packets reach the upstream
+  resolvers (slirp4netns' forwarder to the machine's, or BROWSER_DNS_SERVERS); any other to port 53 is
+  refused.
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; the host binds its Unix
   socket in a folder of root's that nothing of the sandbox sees (`devtools/`: a CDP client could point
   downloads at any folder the session can write, and a file named like the socket would replace it), and
@@ -61,9 +66,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from browserhost import resolver
+
 log = logging.getLogger(__name__)
 
-TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
+TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "dnsmasq":
+         "dnsmasq-base", "nft": "nftables",
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount",
          "/usr/lib/systemd/systemd-socket-proxyd": "systemd"}
 INSIDE_HOME = "/home/session"
@@ -73,14 +81,14 @@ DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
 RUN_BYTES = 1024 * 1024  # run/: Xvfb's log
 # slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
-SLIRP_NETWORK, SLIRP_GATEWAY, SLIRP_DNS = "10.0.2.0/24", "10.0.2.2", "10.0.2.3"
+SLIRP_NETWORK, SLIRP_GATEWAY = "10.0.2.0/24", resolver.SLIRP_GATEWAY
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
 ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
              "mime.types", "X11")
 # Read-only caches of the host that save every start work: without fontconfig's, each Chromium scans every
 # font again (a sandboxed start took 0.8 s instead of 0.35 s here).
 SHARED_CACHES = ("/var/cache/fontconfig",)
-# Written for each sandbox: its user, its loopback names, slirp4netns' DNS forwarder.
+# Written for each sandbox: its user, its loopback names, its own resolver.
 ETC_GENERATED = ("passwd", "group", "hosts", "resolv.conf")
 BLOCKED_NETWORKS = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
@@ -139,6 +147,7 @@ class SandboxPolicy:
     pids_max: int = 1024
     all_memory_mb: int | None = None  # every sandbox of the machine together (None: as it is)
     cpus: float = 1.0  # cores a session may keep busy at most
+    dns_servers: tuple = ()  # ((address, port), ...) its resolver asks (none: the machine's own)
 
     @classmethod
     def from_config(cls, config):
@@ -146,11 +155,18 @@ class SandboxPolicy:
                    loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
                    allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
                    pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"],
-                   cpus=parse_cpus(config["BROWSER_SANDBOX_CPUS"]))
+                   cpus=parse_cpus(config["BROWSER_SANDBOX_CPUS"]),
+                   dns_servers=tuple(resolver.parse_servers(config["BROWSER_DNS_SERVERS"])))
 
     def ids(self):
         """(uid, gid) of the sandbox user; KeyError when there is no such user."""
         entry = pwd.getpwuid(int(self.user)) if str(self.user).isdigit() else pwd.getpwnam(self.user)
+        return entry.pw_uid, entry.pw_gid
+
+    @staticmethod
+    def resolver_ids():
+        """(uid, gid) of the user sessions' resolvers run as; KeyError when there is no such user."""
+        entry = pwd.getpwnam(resolver.USER)
         return entry.pw_uid, entry.pw_gid
 
 
@@ -170,6 +186,11 @@ def probe(policy):
     except KeyError:
         missing.append(f"no user {policy.user!r} (BROWSER_SANDBOX_USER; make run creates it: "
                        f"useradd --system --no-create-home --shell /usr/sbin/nologin {policy.user})")
+    try:
+        policy.resolver_ids()
+    except KeyError:
+        missing.append(f"no user {resolver.USER!r}, which sessions' resolvers run as (apt-get install dnsmasq-base "
+                       "makes it)")
     if missing:
         return missing
     try:
@@ -217,6 +238,7 @@ class Sandbox:
         self.cgroup = Cgroup(self.name)
         self._slirp = None
         self._slirp_exit = None
+        self._resolver = None
 
     # -- set-up and tear-down -----------------------------------------------------------------
 
@@ -227,7 +249,8 @@ class Sandbox:
             self._make_folders()
             self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max, self.policy.cpus)
             self._make_network()
-        except (OSError, subprocess.SubprocessError, ValueError, SandboxError) as error:
+            self._start_resolver()
+        except (OSError, subprocess.SubprocessError, ValueError, SandboxError, KeyError) as error:
             self.destroy()
             raise SandboxError(f"setting up the sandbox failed: {error}") from None
         return self
@@ -246,6 +269,9 @@ class Sandbox:
                 self._slirp.kill()
                 self._slirp.wait()
             self._slirp = None
+        if self._resolver is not None:
+            self._resolver.wait(timeout=KILL_SECONDS)  # its cgroup is empty: it has ended
+            self._resolver = None
         _remove_netns(self.name)
         self.cgroup.remove()
         _unmount(self.run)
@@ -271,7 +297,7 @@ class Sandbox:
                                          f"session:x:{uid}:{gid}:session:{INSIDE_HOME}:/usr/sbin/nologin\n")
         (self.etc / "group").write_text(f"root:x:0:\n{group}:x:{gid}:\n")
         (self.etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
-        (self.etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+        (self.etc / "resolv.conf").write_text(f"nameserver {resolver.LISTEN}\noptions edns0\n")
         for name in ETC_GENERATED:
             (self.etc / name).chmod(0o644)
 
@@ -283,12 +309,14 @@ class Sandbox:
         # after Chromium started, which Chromium takes for a network change: it aborts the page loads under way
         # (net::ERR_NETWORK_CHANGED). So tap0 gets no IPv6 at all.
         self._in_netns(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        self._in_netns(["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])  # the resolver's port
         self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
         ready_read, ready_write = os.pipe()
         exit_read, self._slirp_exit = os.pipe()
         # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
         # (the firewall refuses it either way).
-        loopback = [] if reaches_loopback(self.policy, self.allowed_hosts) else ["--disable-host-loopback"]
+        loopback = [] if (reaches_loopback(self.policy, self.allowed_hosts)
+                          or resolver.reaches_loopback(self.policy.dns_servers)) else ["--disable-host-loopback"]
         # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
         # namespace of its own with /etc and /run read-only, drops every capability but binding low ports,
         # and its seccomp filter leaves it the few system calls a network stack needs. That sandbox unmounts
@@ -316,6 +344,30 @@ class Sandbox:
         if ready != b"1":
             raise SandboxError(f"slirp4netns did not come up: {(self.workdir / 'slirp4netns.log').read_text()[-500:]}")
         self.cgroup.spared.add(self._slirp.pid)
+
+    def _start_resolver(self):
+        """The session's dnsmasq, once it listens (SandboxError when it does not)."""
+        mounts = [("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED]
+        command = self._command(resolver.dnsmasq_argv(self.allowed_hosts, self.policy.dns_servers), None, mounts,
+                                None, ids=self.policy.resolver_ids())
+        # Its log would hold a line per refused answer, as many as a page asks for: it goes nowhere.
+        self._resolver = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True).result()
+        self.cgroup.spared.add(self._resolver.pid)
+        listening = "0100007F:0035"  # 127.0.0.1:53 as /proc/net/udp writes it
+        deadline = time.monotonic() + 10.0
+        while True:
+            if self._resolver.poll() is not None:
+                raise SandboxError(f"the session's dnsmasq exited with {self._resolver.returncode}")
+            try:
+                if listening in Path(f"/proc/{self._resolver.pid}/net/udp").read_text():
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SandboxError("the session's dnsmasq did not listen in time")
+            time.sleep(0.01)
 
     def _in_netns(self, argv, stdin=None):
         result = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin, text=True,
@@ -359,8 +411,8 @@ class Sandbox:
             raise
         return listener
 
-    def _command(self, argv, variables, mounts, screen, devtools=False):
-        uid, gid = self.policy.ids()
+    def _command(self, argv, variables, mounts, screen, devtools=False, ids=None):
+        uid, gid = ids or self.policy.ids()
         inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
                  "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
@@ -515,13 +567,19 @@ def resolve(hosts):
     return addresses
 
 
-def firewall(policy, allowed_hosts, own_addresses):
+def firewall(policy, allowed_hosts, own_addresses, resolver_uid=None):
     """The nftables ruleset of a session's network namespace (see the module's docstring)."""
     loopback_ports = ", ".join(f"{low}-{high}" if low != high else str(low) for low, high in policy.loopback_ports)
     allow_loopback = reaches_loopback(policy, allowed_hosts)
-    # DNS over UDP only: slirp4netns passes 10.0.2.3:53 on to the host's resolver, which may be on a private
-    # network; TCP to it would be a stream to that address.
-    rules = ['oifname "lo" accept', f"ip daddr {SLIRP_DNS} udp dport 53 accept"]
+    resolver_uid = policy.resolver_ids()[0] if resolver_uid is None else resolver_uid
+    rules = ['oifname "lo" accept']  # the session's own resolver among the rest
+    # Its resolver alone reaches the upstream ones (which may be on the machine's loopback or a private
+    # network); DNS to anything else would look up what the resolver refuses.
+    for address, port in resolver.upstreams(policy.dns_servers):
+        family = "ip" if address.version == 4 else "ip6"
+        rules.append(f"meta skuid {resolver_uid} {family} daddr {address} meta l4proto {{ tcp, udp }} "
+                     f"th dport {port} accept")
+    rules.append("meta l4proto { tcp, udp } th dport 53 reject")
     if allow_loopback:
         rules.append(f"ip daddr {SLIRP_GATEWAY} tcp dport {{ {loopback_ports} }} accept")
     # slirp4netns' own network (its gateway is the host's loopback) stays closed whatever networks the
@@ -662,7 +720,7 @@ class Cgroup:
         """SIGTERM to every process but the spared ones (all with `everything`) when `grace`, SIGKILL to what is
         left; waits until none is left."""
         def targets():
-            return self.pids() if everything else self.pids() - self.spared
+            return self.pids() if everything else self.pids() - _with_descendants(self.spared, self.pids())
 
         if grace > 0:
             self._signal_all(signal.SIGTERM, targets())
@@ -715,6 +773,25 @@ class Cgroup:
             except (OSError, ValueError):
                 continue
         return 0
+
+
+def _with_descendants(roots, pids):
+    """`roots` and those of `pids` whose parent, or its parent and so on, is one of them."""
+    parents = {}
+    for pid in pids:
+        try:
+            parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found = set(roots)
+    for pid in pids:
+        chain, ancestor = [], pid
+        while ancestor in parents and ancestor not in found:
+            chain.append(ancestor)
+            ancestor = parents[ancestor]
+        if ancestor in found:
+            found.update(chain)
+    return found
 
 
 def _write(path, value, *, required=True):

@@ -51,6 +51,9 @@ DEFAULTS = {
     # helpers included; with cores contended, sessions share them in proportion. One session spinning on every
     # core must not slow the others' starts and the API.
     "BROWSER_SANDBOX_CPUS": 1.0,
+    # The resolvers sessions' own dnsmasq asks ("192.0.2.53, 127.0.0.1#5353"; none: the machine's own, those of its
+    # /etc/resolv.conf). Whatever they answer, a session never gets a private, loopback or link-local address.
+    "BROWSER_DNS_SERVERS": "",
     # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
     # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
     # (a session ends "oom"), not the app, its database or this host.

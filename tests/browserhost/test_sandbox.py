@@ -187,6 +187,7 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
 
     assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     process.wait(timeout=10)
+    box._resolver.wait(timeout=10)
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
     assert not os.path.ismount(box.run)
     assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
@@ -195,13 +196,20 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
 
 def test_opening_the_operators_private_networks_keeps_slirps_own_network_closed():
     """slirp4netns' gateway 10.0.2.2 is the host's loopback: BROWSER_ALLOWED_NETWORKS=10.0.0.0/8 must not
-    open it, nor may DNS be more than UDP to slirp4netns' forwarder."""
+    open it, nor may anything but the session's resolver (its user) reach slirp4netns' DNS forwarder, or any
+    other resolver of the opened network."""
     policy = sandbox.SandboxPolicy(allowed_networks=sandbox.parse_networks("10.0.0.0/8"))
-    rules = output_rules(sandbox.firewall(policy, None, []))
+    rules = output_rules(sandbox.firewall(policy, None, [], resolver_uid=4321))
     closed = rules.index("ip daddr 10.0.2.0/24 reject")
     opened = next(index for index, rule in enumerate(rules) if "!= { 10.0.0.0/8 }" in rule)
-    assert closed < opened and "ip daddr 10.0.2.3 udp dport 53 accept" in rules[:closed]
-    assert not [rule for rule in rules if "tcp dport 53" in rule]
+    assert closed < opened and rules[:3] == [
+        'oifname "lo" accept', "meta skuid 4321 ip daddr 10.0.2.3 meta l4proto { tcp, udp } th dport 53 accept",
+        "meta l4proto { tcp, udp } th dport 53 reject"]
+    upstream = sandbox.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), 5353),
+                                                  (ipaddress.ip_address("192.0.2.53"), 53)))
+    assert output_rules(sandbox.firewall(upstream, None, [], resolver_uid=4321))[1:3] == [
+        "meta skuid 4321 ip daddr 10.0.2.2 meta l4proto { tcp, udp } th dport 5353 accept",
+        "meta skuid 4321 ip daddr 192.0.2.53 meta l4proto { tcp, udp } th dport 53 accept"]
 
 
 def test_a_firewall_is_not_made_without_the_hosts_addresses(monkeypatch):
@@ -289,3 +297,56 @@ def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
             second.destroy()
     finally:
         first.destroy()
+
+
+LOOKUP = """
+import socket, struct, sys
+def ask(server, port, name):
+    query = struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"".join(
+        bytes([len(part)]) + part.encode() for part in name.split(".")) + b"\\0" + struct.pack("!HH", 1, 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(3)
+    try:
+        sock.sendto(query, (server, port))
+        return "answered" if sock.recv(4096) else "nothing"
+    except OSError as error:
+        return type(error).__name__
+for name in sys.argv[1:]:
+    try:
+        print(name, socket.gethostbyname(name))
+    except OSError:
+        print(name, "-")
+for server, port in (("10.0.2.3", 53), ("10.0.2.2", PORT), ("192.0.2.1", 53)):
+    print(f"{server}:{port}", ask(server, port, "public.test"))
+"""
+
+
+@can_sandbox
+@pytest.mark.parametrize("allowed_hosts", [None, ["public.test", "203.0.113.9"]])
+def test_a_sessions_lookups_go_through_its_own_resolver_which_refuses_private_answers(tmp_path, allowed_hosts):
+    """#34 item 11: a session's UDP 53 went to slirp4netns' forwarder and on to the machine's resolver
+    unfiltered, so a page could look up internal names. Its own dnsmasq refuses private, loopback and link-local
+    answers, and with an allowlist answers only the listed names (the upstream never asked for the rest); no
+    process of the session reaches any other resolver, the machine's own included."""
+    from tests.browserhost.fake_dns import FakeDns
+
+    upstream = FakeDns({"public.test": "93.184.215.14", "internal.test": "10.1.2.3", "loop.test": "127.0.0.1",
+                        "link.test": "169.254.169.254", "other.test": "93.184.215.15"}).start()
+    policy = sandbox.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), upstream.port),))
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=64, allowed_hosts=allowed_hosts).create()
+    try:
+        names = ["public.test", "internal.test", "loop.test", "link.test", "other.test"]
+        looked_up = box.popen(["/usr/bin/python3", "-c", LOOKUP.replace("PORT", str(upstream.port)), *names],
+                              stdout=subprocess.PIPE, text=True)
+        lines = dict(line.split(" ", 1) for line in looked_up.communicate(timeout=60)[0].splitlines())
+    finally:
+        box.destroy()
+        upstream.stop()
+    assert lines["public.test"] == "93.184.215.14"
+    assert lines["internal.test"] == lines["loop.test"] == lines["link.test"] == "-"
+    assert lines["other.test"] == ("93.184.215.15" if allowed_hosts is None else "-")
+    if allowed_hosts is not None:
+        assert set(upstream.asked) == {"public.test"}
+    # Straight to slirp4netns' forwarder, to the upstream, to any other resolver: refused by the firewall.
+    refused = {"PermissionError", "ConnectionRefusedError"}  # the firewall's reject, as a socket meets it
+    assert {lines["10.0.2.3:53"], lines[f"10.0.2.2:{upstream.port}"], lines["192.0.2.1:53"]} <= refused
