@@ -48,7 +48,8 @@ def reaches_loopback(servers):
 def dnsmasq_argv(allowed_hosts, servers):
     """dnsmasq's command line for a session (`allowed_hosts`: None, or the names it may look up)."""
     argv = ["/usr/sbin/dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
-            "--no-poll", f"--listen-address={LISTEN}", "--bind-interfaces", "--port=53", "--pid-file=", "--log-facility=-",
+            "--no-poll", f"--listen-address={LISTEN}", "--bind-interfaces", "--port=53", "--pid-file=",
+            "--log-facility=-",
             "--stop-dns-rebind", "--domain-needed", "--bogus-priv", "--cache-size=1000"]
     targets = [f"{address}#{port}" for address, port in upstreams(servers)]
     if allowed_hosts is None:
