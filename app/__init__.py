@@ -84,7 +84,7 @@ def register_periodic_tasks(app):
 
     periodic.init_app(app, [("BROWSER_IDLE_SWEEP_SECONDS", end_idle_sessions),
                             ("TELEMETRY_PRUNE_INTERVAL_SECONDS", prune_archive),
-                            ("BROWSER_HOST_TIMEOUT_SECONDS", end_sessions_of_lost_hosts),
+                            ("BROWSER_HOST_HEARTBEAT_SECONDS", end_sessions_of_lost_hosts),
                             ("AUTH_HEALTH_CHECK_POLL_SECONDS", run_due_checks)])
 
 

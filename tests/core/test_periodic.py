@@ -29,7 +29,7 @@ def test_every_periodic_task_is_named_by_the_app_whatever_was_imported(app):
     tasks = {fn.__qualname__: setting for setting, fn in app.extensions["periodic_tasks"]}
     assert tasks == {"end_idle_sessions": "BROWSER_IDLE_SWEEP_SECONDS",
                      "prune_archive": "TELEMETRY_PRUNE_INTERVAL_SECONDS",
-                     "end_sessions_of_lost_hosts": "BROWSER_HOST_TIMEOUT_SECONDS",
+                     "end_sessions_of_lost_hosts": "BROWSER_HOST_HEARTBEAT_SECONDS",  # a beat after the timeout
                      "run_due_checks": "AUTH_HEALTH_CHECK_POLL_SECONDS"}
 
 
