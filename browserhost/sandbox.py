@@ -318,23 +318,23 @@ class Sandbox:
         loopback = [] if (reaches_loopback(self.policy, self.allowed_hosts)
                           or resolver.reaches_loopback(self.policy.dns_servers)) else ["--disable-host-loopback"]
         # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
-        # namespace of its own with /etc and /run read-only, drops every capability but binding low ports,
-        # and its seccomp filter leaves it the few system calls a network stack needs. That sandbox unmounts
-        # the rest, which would reach the host's /run/netns (a shared mount) and unmount every session's
-        # namespace there: `unshare` first gives it a private copy. In the session's cgroup: the CPU and
-        # memory its packets take are the session's.
+        # namespace of its own with /etc and /run read-only (SLIRP_VIEW's), drops every capability but binding
+        # low ports, and its seccomp filter leaves it the few system calls a network stack needs. In the
+        # session's cgroup: the CPU and memory its packets take are the session's.
         procs = self.cgroup.procs_files()
+        netns = os.open(f"/var/run/netns/{self.name}", os.O_RDONLY)
         try:
             with open(self.workdir / "slirp4netns.log", "ab") as out:
                 self._slirp = subprocess.Popen(
                     ["/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
-                     "unshare", "--mount", "--propagation", "private",
+                     "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
                      "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
                      f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
-                     f"/var/run/netns/{self.name}", "tap0"],
+                     f"/proc/self/fd/{netns}", "tap0"],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    pass_fds=(ready_write, exit_read), start_new_session=True)
+                    pass_fds=(ready_write, exit_read, netns), start_new_session=True)
         finally:
+            os.close(netns)
             os.close(ready_write)
             os.close(exit_read)
         try:
@@ -477,6 +477,23 @@ if [ "$1" = --screen ]; then
   export DISPLAY=:99
 fi
 shift
+exec "$@"
+"""
+# slirp4netns' view of the machine, in a mount namespace of its own (made private first: the unmounts of its
+# sandbox would otherwise reach the host's /run/netns, a shared mount, and unmount every session's namespace):
+# its sandbox keeps /etc and /run of it, which hold here only what it reads (resolv.conf, for its DNS
+# forwarder, and the loader's cache), not the machine's root-only files (it is still uid 0, if without
+# capabilities). The namespace it enters is opened by the host, before /run is covered.
+SLIRP_VIEW = r"""
+set -e
+mount -t tmpfs -o size=64k,mode=0755 slirp /tmp
+mkdir /tmp/etc
+for name in resolv.conf ld.so.cache; do
+  touch "/tmp/etc/$name"
+  mount --bind -o ro "/etc/$name" "/tmp/etc/$name"
+done
+mount --rbind /tmp/etc /etc
+mount -t tmpfs -o size=64k,mode=0755 slirp /run
 exec "$@"
 """
 # Write our pid into each cgroup.procs given (their count first), then run the rest.

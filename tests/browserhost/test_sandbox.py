@@ -279,9 +279,10 @@ def cpu_throttled(box):
 @can_sandbox
 def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
     """#34 item 10: it ran as root with every capability and no sandbox of its own. It must start as root to
-    enter the namespace; then it keeps only CAP_NET_BIND_SERVICE, in a mount namespace of its own, under a
-    seccomp filter, with no way to gain privileges; and making that sandbox leaves every other session's
-    namespace where it was (its mounts are the host's /run/netns' peers)."""
+    enter the namespace; then it keeps only CAP_NET_BIND_SERVICE, in a mount namespace of its own that holds
+    none of the machine's files but the two it reads, under a seccomp filter, with no way to gain privileges;
+    and making that sandbox leaves every other session's namespace where it was (its mounts are the host's
+    /run/netns' peers)."""
     first = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
     try:
         second = sandbox.Sandbox(tmp_path / "sessions" / "s2", sandbox.SandboxPolicy(), memory_mb=64).create()
@@ -291,6 +292,12 @@ def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
             assert int(fields["CapEff"], 16) == int(fields["CapPrm"], 16) == 1 << 10  # CAP_NET_BIND_SERVICE
             assert int(fields["CapBnd"], 16) == 1 << 10 and fields["NoNewPrivs"] == "1" and fields["Seccomp"] == "2"
             assert os.readlink(f"/proc/{second._slirp.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+            # Still uid 0: of the machine's files it sees only the two it reads, none it could write.
+            root = Path(f"/proc/{second._slirp.pid}/root")
+            assert sorted(path.relative_to(root).as_posix() for path in root.rglob("*")) == [
+                "etc", "etc/ld.so.cache", "etc/resolv.conf", "run"]
+            with pytest.raises(OSError):
+                (root / "etc" / "resolv.conf").open("a")
             for box in (first, second):
                 subprocess.run(["ip", "netns", "exec", box.name, "true"], check=True, timeout=10)
         finally:
