@@ -782,6 +782,15 @@ class Cgroup:
         match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
         return int(match.group(1)) if match else 0
 
+    def cpu_throttled(self):
+        """How many periods the kernel held this cgroup back at its CPU bound (0 when it has none)."""
+        folder = self.folders()[0 if self.unified() else 2]
+        try:
+            stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
+        except (OSError, ValueError):
+            return 0
+        return int(stat.get("nr_throttled", 0))
+
     def peak_memory_kb(self):
         folder = self.folders()[0]
         for name in ("memory.peak", "memory.max_usage_in_bytes"):
