@@ -18,11 +18,12 @@ from playwright.sync_api import sync_playwright
 
 from browserhost import sandbox
 from browserhost.cdp import CdpClient, CdpError
+from tests.browserhost.fake_dns import FakeDns
 from tests.browsers.live.conftest import sandbox_of
 from tests.browsers.live.spinning import Spinner, cores_used, idle_and_busy
 from tests.browsers.live.test_real_browsers import first_page
 from tests.fakes import LOOPBACK_PORTS, LocalServer
-from tests.live_server import ROOT, cannot_sandbox, free_port
+from tests.live_server import ROOT, browser_host, cannot_sandbox, free_port, run_cli
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
@@ -326,3 +327,46 @@ def test_a_session_spinning_on_every_core_leaves_others_their_start(sdk, lantern
         assert used < 1.2, f"a session bound to 1 core kept {used:.2f} cores busy"
     finally:
         spinner.close()
+
+
+@pytest.fixture
+def resolving_host(lantern):
+    """A host whose sessions' resolvers ask a DNS server of the test's (the only host with room meanwhile):
+    (that server, the host's name)."""
+    upstream = FakeDns({"public.test": "93.184.215.14", "internal.test": "10.1.2.3", "loop.test": "127.0.0.1",
+                        "meta.test": "169.254.169.254", "other.test": "93.184.215.15"}).start()
+    env = {**lantern.env, "LANTERN_BROWSER_DNS_SERVERS": f"127.0.0.1#{upstream.port}"}
+    process, _ = browser_host(env, lantern.workdir, "resolving", 1, app_url=lantern.base_url)
+    run_cli(lantern.env, "browsers", "hosts", "limit", "first", "0")
+    try:
+        yield upstream
+    finally:
+        run_cli(lantern.env, "browsers", "hosts", "limit", "first", "none")
+        process.terminate()
+        process.wait(timeout=30)
+        upstream.stop()
+
+
+@pytest.mark.parametrize("allowed_hosts", [None, ["public.test"]])
+def test_a_page_cannot_look_up_internal_names(sdk, resolving_host, allowed_hosts):
+    """#34 item 11: a page's lookups went to the machine's resolver unfiltered. They go through the session's own
+    resolver, which refuses private, loopback and link-local answers and, for a session with an allowlist,
+    answers only the listed names (the upstream is never asked for the rest)."""
+    network = {} if allowed_hosts is None else {"network": {"allowed_hosts": allowed_hosts}}
+    created = sdk.browsers.create(headless=True, **network)
+    with CdpClient(created.cdp_ws_url, timeout=30) as cdp:
+        target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        page = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+
+        def load(name):
+            return cdp.call("Page.navigate", {"url": f"http://{name}/"}, session_id=page).get("errorText")
+
+        for name in ("internal.test", "loop.test", "meta.test"):
+            assert load(name) == "net::ERR_NAME_NOT_RESOLVED", name
+            assert name in resolving_host.asked or allowed_hosts is not None
+        assert load("public.test") != "net::ERR_NAME_NOT_RESOLVED"  # resolved (reaching it is another matter)
+        if allowed_hosts is None:
+            assert load("other.test") != "net::ERR_NAME_NOT_RESOLVED"
+        else:
+            assert load("other.test") == "net::ERR_NAME_NOT_RESOLVED"
+            assert set(resolving_host.asked) == {"public.test"}
