@@ -37,9 +37,10 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   connection to port 9222. Only this host and the workers on this machine (root) open it, never through a
   link and only as a socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
   `run/` (Xvfb's log) is a 1 MiB tmpfs the host mounts, since downloads may be pointed there too.
-- **Limits**: a cgroup per session (v2, or v1's memory, pids and cpu controllers), memory and process
-  caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most, and a weight in proportion when cores are
-  contended); every process of the session is in it from its start, slirp4netns and the relays included.
+- **Limits** (browserhost/cgroups.py): a cgroup per session (v2, or v1's memory, pids and cpu
+  controllers), memory and process caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most, and a weight
+  in proportion when cores are contended); every process of the session is in it from its start,
+  slirp4netns and the relays included.
   The kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
   (BROWSER_SANDBOXES_MEMORY_MB), so the OOM killer then ends a browser, not the app or its database.
@@ -47,7 +48,6 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
 All names (namespace, cgroup, folder) derive from the host's folder for the session, so a host restarted
 after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
 """
-import errno
 import grp
 import hashlib
 import ipaddress
@@ -55,10 +55,8 @@ import json
 import logging
 import os
 import pwd
-import re
 import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -67,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from browserhost import resolver
+from browserhost.cgroups import KILL_SECONDS, Cgroup, oom_report  # noqa: F401 (the host's, through here)
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +94,7 @@ BLOCKED_NETWORKS = (
     "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
     "::/127", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "ff00::/8")
 ALLOWLIST_PORTS = (80, 443)
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-CGROUP_PARENT = "lantern"
-CPU_PERIOD_US = 100_000  # the kernel's default period for a CPU bound
 NETNS_PREFIX = "lantern-"
-KILL_SECONDS = 5.0
 
 
 class SandboxError(RuntimeError):
@@ -633,243 +628,3 @@ def _by_family(items):
     for item in items:
         families.setdefault("ip" if item.version == 4 else "ip6", []).append(item)
     return families
-
-
-# -- cgroups --------------------------------------------------------------------------------------
-
-class Cgroup:
-    """A session's cgroup: one directory under cgroup v2, or one under each of v1's memory, pids and cpu."""
-
-    def __init__(self, name):
-        self.name = name
-        # The sandbox's own processes (its network stack), which outlive a browser stopped and started again
-        # in it, and end with the sandbox.
-        self.spared = set()
-
-    @staticmethod
-    def unified():
-        return (CGROUP_ROOT / "cgroup.controllers").exists()
-
-    @classmethod
-    def parents(cls):
-        if cls.unified():
-            return [CGROUP_ROOT / CGROUP_PARENT]
-        return [CGROUP_ROOT / controller / CGROUP_PARENT for controller in ("memory", "pids", "cpu")]
-
-    @classmethod
-    def parent_ready(cls):
-        """Make the parent cgroups (OSError when this machine does not let us)."""
-        for parent in cls.parents():
-            parent.mkdir(exist_ok=True)
-        if cls.unified():
-            for folder in (CGROUP_ROOT, CGROUP_ROOT / CGROUP_PARENT):
-                (folder / "cgroup.subtree_control").write_text("+memory +pids +cpu")
-
-    @classmethod
-    def cap_all(cls, memory_mb):
-        """Cap the memory of every sandbox together, swap included (None: leave it as it is)."""
-        if not memory_mb:
-            return
-        parent, cap = cls.parents()[0], memory_mb * 1024 * 1024
-        if cls.unified():
-            _write(parent / "memory.max", cap)
-            _write(parent / "memory.swap.max", 0, required=False)
-            return
-        # v1 keeps memory + swap at or above memory alone: lift it, set memory, then bring it down to match.
-        _write(parent / "memory.memsw.limit_in_bytes", -1, required=False)
-        _write(parent / "memory.limit_in_bytes", cap)
-        _write(parent / "memory.memsw.limit_in_bytes", cap, required=False)
-
-    def folders(self):
-        return [parent / self.name for parent in self.parents()]
-
-    def procs_files(self):
-        return [str(folder / "cgroup.procs") for folder in self.folders()]
-
-    def exists(self):
-        return any(folder.exists() for folder in self.folders())
-
-    def create(self, memory_bytes, pids_max, cpus=None):
-        """Make it with its caps (`cpus`: cores it may keep busy at most, None: no bound); with cores
-        contended, sessions share them in proportion to their bounds."""
-        self.parent_ready()
-        for folder in self.folders():
-            folder.mkdir(exist_ok=True)
-        quota = "max" if cpus is None else max(1000, round(cpus * CPU_PERIOD_US))
-        if self.unified():
-            folder = self.folders()[0]
-            _write(folder / "memory.max", memory_bytes)
-            _write(folder / "memory.swap.max", 0, required=False)
-            _write(folder / "pids.max", pids_max)
-            _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
-            _write(folder / "cpu.weight", min(10_000, max(1, round(100 * (cpus or 1)))))
-        else:
-            memory, pids, cpu = self.folders()
-            _write(memory / "memory.limit_in_bytes", memory_bytes)
-            _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
-            _write(pids / "pids.max", pids_max)
-            _write(cpu / "cpu.cfs_period_us", CPU_PERIOD_US)
-            _write(cpu / "cpu.cfs_quota_us", -1 if quota == "max" else quota)
-            _write(cpu / "cpu.shares", min(262_144, max(2, round(1024 * (cpus or 1)))))
-
-    def limits(self):
-        """(memory cap in bytes, most processes and threads, cores at most or None) as the kernel holds them."""
-        if self.unified():
-            folder = self.folders()[0]
-            quota, period = (folder / "cpu.max").read_text().split()
-            return (int((folder / "memory.max").read_text()), int((folder / "pids.max").read_text()),
-                    None if quota == "max" else int(quota) / int(period))
-        memory, pids, cpu = self.folders()
-        quota, period = (int((cpu / name).read_text()) for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
-        return (int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text()),
-                None if quota < 0 else quota / period)
-
-    def pids(self):
-        found = set()
-        for path in self.procs_files():
-            try:
-                found.update(int(line) for line in Path(path).read_text().split())
-            except OSError:
-                pass
-        return found
-
-    def kill(self, grace=0.0, *, everything=False):
-        """SIGTERM to every process but the spared ones (all with `everything`) when `grace`, SIGKILL to what is
-        left; waits until none is left."""
-        def targets():
-            return self.pids() if everything else self.pids() - _with_descendants(self.spared, self.pids())
-
-        if grace > 0:
-            self._signal_all(signal.SIGTERM, targets())
-            deadline = time.monotonic() + grace
-            while targets() and time.monotonic() < deadline:
-                time.sleep(0.02)
-        deadline = time.monotonic() + KILL_SECONDS
-        while targets() and time.monotonic() < deadline:
-            self._signal_all(signal.SIGKILL, targets())
-            time.sleep(0.02)
-
-    @staticmethod
-    def _signal_all(signum, pids):
-        for pid in pids:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-    def remove(self):
-        for folder in self.folders():
-            for _ in range(50):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as error:
-                    if error.errno != errno.EBUSY:
-                        log.warning("could not remove cgroup %s: %s", folder, error)
-                        break
-                    time.sleep(0.05)  # the last exiting processes are still being released
-
-    def oom_kills(self):
-        """How many processes the OOM killer ended in this cgroup so far."""
-        name = "memory.events" if self.unified() else "memory.oom_control"
-        folder = self.folders()[0]
-        try:
-            text = (folder / name).read_text()
-        except OSError:
-            return 0
-        match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
-        return int(match.group(1)) if match else 0
-
-    def cpu_throttled(self):
-        """How many periods the kernel held this cgroup back at its CPU bound (0 when it has none)."""
-        folder = self.folders()[0 if self.unified() else 2]
-        try:
-            stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
-        except (OSError, ValueError):
-            return 0
-        return int(stat.get("nr_throttled", 0))
-
-    def peak_memory_kb(self):
-        folder = self.folders()[0]
-        for name in ("memory.peak", "memory.max_usage_in_bytes"):
-            try:
-                return int((folder / name).read_text()) // 1024
-            except (OSError, ValueError):
-                continue
-        return 0
-
-
-def _with_descendants(roots, pids):
-    """`roots` and those of `pids` whose parent, or its parent and so on, is one of them."""
-    parents = {}
-    for pid in pids:
-        try:
-            parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    found = set(roots)
-    for pid in pids:
-        chain, ancestor = [], pid
-        while ancestor in parents and ancestor not in found:
-            chain.append(ancestor)
-            ancestor = parents[ancestor]
-        if ancestor in found:
-            found.update(chain)
-    return found
-
-
-def _write(path, value, *, required=True):
-    try:
-        Path(path).write_text(str(value))
-    except OSError:
-        if required:
-            raise
-
-
-# -- what the OOM killer did -----------------------------------------------------------------------
-
-# The cgroup named is the victim's own: the cap reached may be its parent's (every sandbox's together).
-OOM_TASK = re.compile(r"oom-kill:.*?task_memcg=(?P<memcg>[^,]+),task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
-OOM_KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>[^)]*)\).*?anon-rss:(?P<anon>\d+)kB, "
-                        r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB")
-
-
-def oom_report(cgroup):
-    """The SDK's system_oom_kill data for the last process the OOM killer ended in `cgroup`, from the
-    kernel's log (/dev/kmsg) where it is readable; else what the cgroup itself tells."""
-    victim = None
-    for line in _kernel_log():
-        task = OOM_TASK.search(line)
-        if task and task.group("memcg").rstrip("/").endswith(f"/{cgroup.name}"):
-            victim = {"pid": int(task.group("pid")), "process_name": task.group("task"), "rss_kb": 0}
-        killed = OOM_KILLED.search(line)
-        if killed and victim and int(killed.group("pid")) == victim["pid"]:
-            victim["rss_kb"] = sum(int(killed.group(part)) for part in ("anon", "file", "shmem"))
-    if victim is None:
-        return {"pid": 0, "process_name": "unknown", "rss_kb": cgroup.peak_memory_kb(), "constraint": "memcg"}
-    return {**victim, "constraint": "memcg"}
-
-
-def _kernel_log():
-    """The kernel log's records still in its buffer, as text ([] when it cannot be read)."""
-    try:
-        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return []
-    lines = []
-    try:
-        while True:
-            try:
-                record = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError as error:
-                if error.errno == errno.EPIPE:  # a record was overwritten while reading: skip it
-                    continue
-                break
-            lines.append(record.decode(errors="replace").partition(";")[2].strip())
-    finally:
-        os.close(fd)
-    return lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from browserhost import sandbox
+from browserhost import cgroups, sandbox
 from lantern_wire.hosts import REGISTER
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
@@ -157,7 +157,7 @@ def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_
 def test_sessions_caps_past_every_sandboxs_together_end_a_browser_not_the_machine(tmp_path, monkeypatch):
     """Each session chooses its cap (up to 16 GiB), and the caps may add up past the machine's memory: the
     cgroup every sandbox is in has a cap of its own, and the OOM killer ends a process of a sandbox there."""
-    monkeypatch.setattr(sandbox, "CGROUP_PARENT", f"lantern-test-{os.getpid()}")  # not the machine's sandboxes
+    monkeypatch.setattr(cgroups, "CGROUP_PARENT", f"lantern-test-{os.getpid()}")  # not the machine's sandboxes
     policy = sandbox.SandboxPolicy(all_memory_mb=48)
     try:
         assert sandbox.probe(policy) == []
