@@ -113,13 +113,32 @@ def lantern(tmp_path_factory):
                     launch.kill_leftovers(host_dir / "sessions", Path(DEFAULTS["BROWSER_SANDBOX_DIR"]))
 
 
+def host_words(lantern):
+    """What of its host no error body may show a tenant (#34 item 8): its folders, sockets, helper processes and
+    addresses (its log keeps them)."""
+    folders = [str(lantern.workdir), DEFAULTS["BROWSER_SANDBOX_DIR"], "/var/lib/lantern", "/tmp/", "/run/", "/proc/"]
+    return re.compile("|".join([*map(re.escape, folders), r"\.sock\b", r"127\.0\.0\.1", r"\bpid\b", "Xvfb",
+                                "xdotool", "xmodmap", "ffmpeg", "bwrap", "dnsmasq", "slirp4netns", r"Errno",
+                                r"\bws://"]), re.IGNORECASE)
+
+
 @pytest.fixture
 def sdk(lantern):
-    client = lantern.client()
+    """The SDK; every error body it gets in a test is checked for its host's words once the test is done."""
+    bodies = []
+
+    def keep(response):
+        if response.status_code >= 400:
+            response.read()
+            bodies.append(response.text)
+
+    client = lantern.client(http_client=httpx.Client(event_hooks={"response": [keep]}))
     yield client
     for browser in client.browsers.list():
         client.browsers.delete_by_id(browser.session_id)
     client.close()
+    words = host_words(lantern)
+    assert [body for body in bodies if words.search(body)] == []
 
 
 @pytest.fixture(scope="session")
