@@ -24,9 +24,10 @@ install: $(VENV)/.installed
 # systemd's socket proxy, dnsmasq, with iproute2's ip and util-linux's setpriv); and nginx, which the tests put in
 # front of two app servers (never started as a service): installed when missing, if apt-get and
 # root, said first; otherwise what to install is printed. xdotool and ffmpeg act on and grab a headful
-# session's display for the computer API (browserhost/computer.py), inside its sandbox.
+# session's display for the computer API (browserhost/computer.py), inside its sandbox; xmodmap
+# (x11-xserver-utils) gives the characters no key types keys of their own there.
 BROWSER_PACKAGES := chromium xvfb bubblewrap slirp4netns nftables systemd dnsmasq-base iproute2 util-linux nginx \
-	xdotool ffmpeg
+	xdotool x11-xserver-utils ffmpeg
 # The unprivileged user every sandbox runs as (BROWSER_SANDBOX_USER); created when missing, as root.
 SANDBOX_USER ?= lantern-browser
 # wrk drives bench/run.py's reads (a C client leaves the server the CPU it shares with it).
