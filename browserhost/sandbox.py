@@ -52,7 +52,6 @@ import grp
 import hashlib
 import ipaddress
 import json
-import logging
 import os
 import pwd
 import selectors
@@ -67,11 +66,8 @@ from pathlib import Path
 from browserhost import resolver
 from browserhost.cgroups import KILL_SECONDS, Cgroup, oom_report  # noqa: F401 (the host's, through here)
 
-log = logging.getLogger(__name__)
-
-TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "dnsmasq":
-         "dnsmasq-base", "nft": "nftables",
-         "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount",
+TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
+         "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",
          "/usr/lib/systemd/systemd-socket-proxyd": "systemd"}
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
