@@ -57,6 +57,8 @@ CDP_TIMEOUT = 10.0
 MAX_OFFSET = 400
 # How long Chromium may take to read a new keyboard mapping before the keycodes it names are bound anew.
 REBIND_SECONDS = 0.3
+# The actions that name places on the screen.
+PLACED = {"click_mouse", "move_mouse", "drag_mouse", "scroll", "capture_screenshot"}
 BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
            "forward": ("forward", 16)}
 
@@ -128,7 +130,8 @@ class Screen:
 
     def _run_one(self, page, index, action):
         try:
-            page.begin()
+            if action["type"] in PLACED:
+                page.begin()
             return getattr(self, f"_{action['type']}")(page, **{k: v for k, v in action.items() if k != "type"})
         except keys.UnknownKey as error:
             raise ActionFailed(index, f"action {index} ({action['type']}): {error}", status=400) from None
