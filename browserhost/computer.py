@@ -1,13 +1,15 @@
 """The screen, mouse and keyboard of a session (the computer API), reached one way per kind of session.
 
 The screen is the viewport of the session's active page (the page listed first by /json/list, the one
-last brought to the front); coordinates are its CSS pixels, as the session's record gives them, whatever
-the kind. A headless Chromium has no X display: it is read with `Page.captureScreenshot` and acted on with
-`Input.dispatchMouseEvent` / `dispatchKeyEvent` / `insertText` on that page (`_Page`). A headful one is
-acted on through its X display (`_Display`): xdotool and an ffmpeg grab, run inside the session's sandbox
-(its user, namespaces and cgroup), at the page's place on the screen below the window's tab strip and
-address bar; so clicks are the display's own and a screenshot shows what a person would see there
-(native pop-ups and menus included). The mouse is where the last action left it (0,0 at first).
+last brought to the front); coordinates are its screen pixels (the session's record's viewport), whatever
+the kind and the page's zoom: a click lands where a screenshot shows its target. A headless Chromium has no X
+display: it is read with `Page.captureScreenshot` and acted on with `Input.dispatchMouseEvent` /
+`dispatchKeyEvent` / `insertText` on that page (`_Page`, which turns screen pixels into the page's CSS pixels
+by its zoom). A headful one is acted on through its X display (`Display`): xdotool and an ffmpeg grab, run
+inside the session's sandbox (its user, namespaces and cgroup), at the page's place on the screen below the
+window's tab strip and address bar (the same at any zoom); so clicks are the display's own and a screenshot
+shows what a person would see there (native pop-ups and menus included). The mouse is where the last action
+left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
 at the first that fails: ActionFailed says which (its index) and why, in words for the session's user (no
