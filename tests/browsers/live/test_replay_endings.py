@@ -47,10 +47,12 @@ def test_a_replay_at_its_max_duration_is_saved_when_its_video_ends(sdk, tmp_path
     assert abs(seconds - 2) <= 0.5
     video_end = replay.started_at + timedelta(seconds=seconds)
     assert abs((replay.finished_at - video_end).total_seconds()) <= 1, (replay.started_at, replay.finished_at, seconds)
-    # The host's line saying so is written once the app has it saved (the app stamps it when it arrives).
+    # The host's line saying so is written once the app has it saved (the app stamps it when it arrives, after
+    # the upload and the save: measured 0.04 s headless and 0.5 s headful after the video's end, 4.3 s before
+    # the fix; the bound leaves a loaded machine room without letting the old lag through).
     [said] = eventually(lambda: [line for line in host_lines(sdk, session_id)
                                  if line.message.startswith(f"recording {replay.replay_id} saved")], 10)
-    assert (said.timestamp - video_end).total_seconds() <= 1, (video_end, said.timestamp)
+    assert (said.timestamp - video_end).total_seconds() <= 2.5, (video_end, said.timestamp)
 
 
 class RefusingProxy:
