@@ -36,7 +36,9 @@ def loopback_port():
 
 class LocalServer:
     """A threaded HTTP server on a free 127.0.0.1 port that browser sandboxes may reach (LOOPBACK_PORTS);
-    subclasses implement `get(handler)` (and `post(handler)` to take POSTs)."""
+    subclasses implement `get(handler)` (and `post(handler)`, `put(handler)` to take POSTs and PUTs)."""
+
+    protocol = "HTTP/1.0"  # "HTTP/1.1" keeps connections open, as a reverse proxy's are
 
     def __init__(self):
         self.paths = []
@@ -52,6 +54,8 @@ class LocalServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = fake.protocol
+
             def do_GET(self):
                 fake.paths.append(self.path)
                 fake.get(self)
@@ -59,6 +63,10 @@ class LocalServer:
             def do_POST(self):
                 fake.paths.append(self.path)
                 fake.post(self)
+
+            def do_PUT(self):
+                fake.paths.append(self.path)
+                fake.put(self)
 
             def answer(self, status, body, content_type="application/json"):
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -79,6 +87,9 @@ class LocalServer:
 
     def post(self, handler):
         handler.answer(405, {"message": "POST is not served here"})
+
+    def put(self, handler):
+        handler.answer(405, {"message": "PUT is not served here"})
 
     def stop(self):
         self._server.shutdown()

@@ -1,15 +1,13 @@
 """A recording's bounds and endings on the host (browserhost/replays.py), with a stand-in for ffmpeg; real
 recordings are tested on real browsers (tests/browsers/live/test_computer.py)."""
-import http.server
-import json
 import subprocess
-import threading
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 from browserhost import replays
 from browserhost.uplink import AppClient
 from lantern_wire.hosts import REPLAYS
+from tests.fakes import LocalServer
 from tests.live_server import free_port
 
 
@@ -49,51 +47,31 @@ def test_the_video_is_x264_of_an_even_size_in_fragments():
     assert "frag_keyframe+empty_moov+default_base_moof" in arguments and arguments[-1] == "pipe:1"
 
 
-class Proxy:
+class Proxy(LocalServer):
     """A stand-in for a reverse proxy before the app: it refuses a PUT whose body is past `limit` with its own HTML
     page as nginx does (answered at once, the connection closed unread), takes smaller ones as the app would, and
     answers 503 to the first `unavailable` requests."""
 
+    protocol = "HTTP/1.1"
+
     def __init__(self, limit, unavailable=0):
+        super().__init__()
         self.limit, self.unavailable = limit, unavailable
         self.puts = []  # (path with its query, the body's length)
-        proxy = self
+        self.start(("127.0.0.1", 0))
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_PUT(self):
-                length = int(self.headers["Content-Length"])
-                proxy.puts.append((self.path, length))
-                if proxy.unavailable:
-                    proxy.unavailable -= 1
-                    self.rfile.read(length)
-                    return self.answer(503, b"<html>503</html>", "text/html")
-                if length > proxy.limit:
-                    self.close_connection = True
-                    return self.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
-                self.rfile.read(length)
-                self.answer(200, json.dumps({"status": "failed" if "error=" in self.path else "saved"}).encode(),
-                            "application/json")
-
-            def answer(self, status, body, content_type):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def put(self, handler):
+        length = int(handler.headers["Content-Length"])
+        self.puts.append((handler.path, length))
+        if self.unavailable:
+            self.unavailable -= 1
+            handler.rfile.read(length)
+            return handler.answer(503, b"<html>503</html>", "text/html")
+        if length > self.limit:
+            handler.close_connection = True
+            return handler.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
+        handler.rfile.read(length)
+        handler.answer(200, {"status": "failed" if "error=" in handler.path else "saved"})
 
 
 def ended_recording(tmp_path, size):

@@ -5,7 +5,6 @@ import http.client
 import http.server
 import json
 import subprocess
-import threading
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -13,6 +12,7 @@ import pytest
 
 from lantern_wire.hosts import REPLAYS
 from tests.browsers.live.conftest import Host
+from tests.fakes import LocalServer
 from tests.live_server import browser_host, run_cli
 from tests.waiting import eventually
 
@@ -55,57 +55,38 @@ def test_a_replay_at_its_max_duration_is_saved_when_its_video_ends(sdk, tmp_path
     assert (said.timestamp - video_end).total_seconds() <= 2.5, (video_end, said.timestamp)
 
 
-class RefusingProxy:
+class RefusingProxy(LocalServer):
     """A reverse proxy before the app for one host, as nginx with a body limit too small for videos: it passes
     every call on, but answers a recording's upload with its own 413 page at once, the body unread."""
 
+    protocol = "HTTP/1.1"
+
     def __init__(self, app_url):
+        super().__init__()
         self.refused = []
-        upstream = urlsplit(app_url)
-        proxy = self
+        self.upstream = urlsplit(app_url)
+        self.start(("127.0.0.1", 0))
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def put(self, handler):
+        if handler.path.startswith(REPLAYS) and "error=" not in handler.path:
+            self.refused.append(handler.path)
+            handler.close_connection = True
+            return handler.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
+        self.forward(handler)
 
-            def do_PUT(self):
-                if self.path.startswith(REPLAYS) and "error=" not in self.path:
-                    proxy.refused.append(self.path)
-                    self.close_connection = True
-                    return self.answer(413, b"<html><h1>413 Request Entity Too Large</h1></html>", "text/html")
-                self.forward()
+    def post(self, handler):
+        self.forward(handler)
 
-            def do_POST(self):
-                self.forward()
-
-            def forward(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
-                try:
-                    connection.request(self.command, self.path, body=body, headers={
-                        name: self.headers[name] for name in ("Authorization", "Content-Type") if self.headers[name]})
-                    response = connection.getresponse()
-                    self.answer(response.status, response.read(), response.getheader("Content-Type") or "text/plain")
-                finally:
-                    connection.close()
-
-            def answer(self, status, body, content_type):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def forward(self, handler):
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        try:
+            connection.request(handler.command, handler.path, body=body, headers={
+                name: handler.headers[name] for name in ("Authorization", "Content-Type") if handler.headers[name]})
+            response = connection.getresponse()
+            handler.answer(response.status, response.read(), response.getheader("Content-Type") or "text/plain")
+        finally:
+            connection.close()
 
 
 def test_a_replay_whose_upload_a_proxy_refuses_fails_within_seconds_saying_why(lantern, sdk):
