@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from browserhost import sandbox
+from browserhost import cgroups, sandbox
 from browserhost.cdp import CdpClient
 from lantern_wire.devtools import DevTools
 
@@ -338,7 +338,7 @@ class Browser:
         the exit status. Idempotent."""
         if self.box is not None:
             self.box.cgroup.kill(grace)
-            return self.process.wait(timeout=sandbox.KILL_SECONDS)  # its whole cgroup is gone: bwrap too
+            return self.process.wait(timeout=cgroups.KILL_SECONDS)  # its whole cgroup is gone: bwrap too
         if self.process.poll() is None:
             _signal_group(self.pid, signal.SIGTERM)
             try:
