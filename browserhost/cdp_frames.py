@@ -10,7 +10,9 @@ websocket-client reads a message whole before handing it over, so one console.lo
 was 200 MB (and more while parsed) in the host, which no session's cgroup counts. This reader reads a
 frame's header first: a message past `max_message` is read through in chunks and dropped, keeping only
 its first PREFIX bytes (where Chromium writes "id" or "method"), so the connection goes on with the
-next message. The server's frames are unmasked and uncompressed (the client offers no extension).
+next message. The server's frames are unmasked and uncompressed (the client offers no extension); a frame
+RFC 6455 forbids (a reserved opcode, a control frame fragmented or past 125 bytes) is a ValueError, so a
+control frame's length is never read on trust.
 """
 import struct
 
@@ -18,7 +20,10 @@ CHUNK = 1024 * 1024     # bytes read at a time while skipping a message
 PREFIX = 256            # bytes kept of a skipped message
 BUFFER = 64 * 1024      # the socket's read buffer: headers and small messages need few system calls
 
+CONTROL_MAX = 125       # RFC 6455: a control frame's payload at most
+
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+OPCODES = (CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG)  # the others are reserved
 
 
 class Oversized:
@@ -39,7 +44,7 @@ class FrameReader:
         self.max_message = max_message
         self._file = sock.makefile("rb", buffering=BUFFER)
         self._on_ping = on_ping
-        self._skip = bytearray(CHUNK)
+        self._skip = None  # the buffer a skipped message is read into, made at the first one
 
     def close(self):
         self._file.close()  # the socket stays open: its owner closes it
@@ -51,9 +56,13 @@ class FrameReader:
             if len(header) < 2:
                 return None  # the socket ended between frames
             fin, opcode = header[0] & 0x80, header[0] & 0x0F
-            length = self._length(header[1])
-            if opcode >= CLOSE:  # control frames: at most 125 bytes, possibly between a message's frames
-                payload = self._exactly(length)
+            if opcode not in OPCODES:
+                raise ValueError(f"reserved WebSocket opcode {opcode}")
+            if opcode >= CLOSE:  # control frames, possibly between a message's frames
+                if not fin or header[1] & 0x7F > CONTROL_MAX:
+                    raise ValueError(f"a WebSocket control frame (opcode {opcode}) fragmented or past "
+                                     f"{CONTROL_MAX} bytes")
+                payload = self._exactly(self._length(header[1]))
                 if opcode == CLOSE:
                     return None
                 if opcode == PING and self._on_ping is not None:
@@ -61,9 +70,10 @@ class FrameReader:
                 continue
             if (opcode == CONTINUATION) != bool(parts or size):
                 raise ValueError(f"unexpected WebSocket opcode {opcode}")
+            length = self._length(header[1])
             size += length
             if prefix is None and self.max_message is not None and size > self.max_message:
-                prefix = b"".join(parts)[:PREFIX]
+                prefix = _first_bytes(parts, PREFIX)  # not joined: they may be max_message bytes
                 parts = []
             if prefix is None:
                 parts.append(self._exactly(length))
@@ -92,6 +102,8 @@ class FrameReader:
 
     def _discard(self, size, keep):
         """Read `size` bytes, holding at most CHUNK of them at once; the first `keep` returned."""
+        if self._skip is None:  # most readers never skip a message (the computer API opens a client per call)
+            self._skip = bytearray(CHUNK)
         kept, view = b"", memoryview(self._skip)
         while size:
             count = self._file.readinto(view[:min(size, CHUNK)])
@@ -101,3 +113,13 @@ class FrameReader:
                 kept += bytes(view[:min(count, keep - len(kept))])
             size -= count
         return kept
+
+
+def _first_bytes(parts, count):
+    """The first `count` bytes of the joined `parts`."""
+    kept = b""
+    for part in parts:
+        if len(kept) >= count:
+            break
+        kept += part[:count - len(kept)]
+    return kept

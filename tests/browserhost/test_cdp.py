@@ -1,13 +1,15 @@
 """The CDP client against a real Chromium: calls, events, flattened sessions, timeouts, closing
 (browserhost/cdp.py)."""
+import contextlib
 import socket
 import struct
 import threading
+import tracemalloc
 
 import pytest
 
 from browserhost.cdp import CdpClient, CdpError
-from browserhost.cdp_frames import FrameReader, Oversized
+from browserhost.cdp_frames import CHUNK, FrameReader, Oversized
 from tests.browserhost.helpers import needs_chromium
 
 pytestmark = needs_chromium
@@ -152,28 +154,105 @@ def frame(opcode, payload, fin=True):
     return bytes([first, 127]) + struct.pack("!Q", len(payload)) + payload
 
 
-def test_frames_fragmented_pinged_oversized_and_closed():
+@contextlib.contextmanager
+def frames_from(data, max_message=100_000):
+    """A FrameReader of a socket on whose other end `data` is sent, then the end of the stream; and the pings it
+    answered."""
     ours, theirs = socket.socketpair()
     pinged = []
-    reader = FrameReader(ours, max_message=100_000, on_ping=pinged.append)
-    big = b'{"method":"Runtime.consoleAPICalled","params":' + b"x" * 150_000 + b"}"
-    frames = (frame(0x1, b'{"id":1,', fin=False) + frame(0x9, b"hi") + frame(0x0, b'"result":{}}')
-              + frame(0x1, big[:90_000], fin=False) + frame(0x0, big[90_000:])
-              + frame(0x1, b"x" * 70_000) + frame(0x8, b""))
-    sender = threading.Thread(target=theirs.sendall, args=(frames,))  # more than the socket buffer holds
+    reader = FrameReader(ours, max_message=max_message, on_ping=pinged.append)
+
+    def send():  # more than the socket buffer holds, from a thread
+        try:
+            theirs.sendall(data)
+            theirs.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the reader stopped reading (a protocol error)
+
+    sender = threading.Thread(target=send)
     sender.start()
     try:
-        assert reader.read() == b'{"id":1,"result":{}}' and pinged == [b"hi"]
-        skipped = reader.read()
-        assert isinstance(skipped, Oversized) and skipped.size == len(big) and skipped.prefix == big[:256]
-        assert reader.read() == b"x" * 70_000  # a message of 2 bytes' length, within the bound
-        assert reader.read() is None  # the close frame
-        sender.join(WAIT)
-        theirs.sendall(frame(0x1, b"cut short")[:5])
-        theirs.shutdown(socket.SHUT_WR)
-        with pytest.raises(ConnectionError):
-            reader.read()
+        yield reader, pinged
     finally:
         reader.close()
         ours.close()
+        sender.join(WAIT)
         theirs.close()
+
+
+def test_frames_fragmented_pinged_oversized_and_closed():
+    big = b'{"method":"Runtime.consoleAPICalled","params":' + b"x" * 150_000 + b"}"
+    medium, large = frame(0x1, b"y" * 300), frame(0x1, b"x" * 70_000)
+    assert medium[1] == 126 and large[1] == 127  # lengths in 2 and in 8 bytes
+    frames = (frame(0x1, b'{"id":1,', fin=False) + frame(0x9, b"hi") + frame(0x0, b'"result":{}}')
+              + frame(0x1, big[:90_000], fin=False) + frame(0x0, big[90_000:])
+              + medium + large + frame(0x8, b""))
+    with frames_from(frames) as (reader, pinged):
+        assert reader.read() == b'{"id":1,"result":{}}' and pinged == [b"hi"]
+        skipped = reader.read()
+        assert isinstance(skipped, Oversized) and skipped.size == len(big) and skipped.prefix == big[:256]
+        assert reader.read() == b"y" * 300
+        assert reader.read() == b"x" * 70_000
+        assert reader.read() is None  # the close frame
+    with frames_from(frame(0x1, b"cut short")[:5]) as (reader, _), pytest.raises(ConnectionError):
+        reader.read()
+
+
+def test_a_ping_between_the_fragments_of_a_skipped_message_is_answered():
+    big = b'{"method":"Runtime.consoleAPICalled"' + b"z" * 200_000 + b"}"
+    frames = (frame(0x1, big[:100], fin=False) + frame(0x0, big[100:150_000], fin=False) + frame(0x9, b"ping")
+              + frame(0x0, big[150_000:]) + frame(0x1, b'{"id":2}'))
+    with frames_from(frames) as (reader, pinged):
+        skipped = reader.read()
+        assert isinstance(skipped, Oversized) and skipped.size == len(big) and skipped.prefix == big[:256]
+        assert pinged == [b"ping"]
+        assert reader.read() == b'{"id":2}'
+
+
+@pytest.mark.parametrize("data", [
+    frame(0x9, b"p" * 126),
+    bytes([0x89, 127]) + struct.pack("!Q", 2 ** 40),  # a length past any bound, and no payload
+    frame(0x9, b"hi", fin=False) + frame(0x1, b"{}"),
+    frame(0x3, b"{}"),
+    frame(0xB, b"{}") + frame(0x1, b"{}"),
+], ids=["control frame past 125 bytes", "control frame of 2**40 bytes", "fragmented control frame",
+        "reserved data opcode", "reserved control opcode"])
+def test_a_frame_rfc_6455_forbids_is_a_protocol_error(data):
+    """RFC 6455: control frames (opcode 8 and up) hold at most 125 bytes and are never fragmented; opcodes 3-7
+    and 11-15 are reserved. A control frame's payload was read at whatever length its header gave."""
+    with frames_from(data) as (reader, _), pytest.raises(ValueError):
+        reader.read()
+
+
+def test_a_reader_makes_its_skipping_buffer_only_for_a_message_it_skips():
+    """A reader per short-lived client (the computer API opens one per call) took a 1 MiB buffer each."""
+    ours, theirs = socket.socketpair()
+    tracemalloc.start()
+    try:
+        readers = [FrameReader(ours, max_message=1000) for _ in range(4)]
+        allocated = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        for reader in readers:
+            reader.close()
+        ours.close()
+        theirs.close()
+    assert allocated < CHUNK
+
+
+def test_a_message_past_the_bound_after_many_fragments_is_not_joined_to_take_its_prefix():
+    """Its fragments up to the bound are held (they were within it); its first bytes are taken from them, not
+    from a copy of them all joined."""
+    bound, fragment = 4 * CHUNK, CHUNK // 2
+    message = bytes(range(256)) * (9 * fragment // 256)
+    frames = b"".join(frame(0x1 if at == 0 else 0x0, message[at:at + fragment], fin=at + fragment >= len(message))
+                      for at in range(0, len(message), fragment))
+    with frames_from(frames, max_message=bound) as (reader, _):
+        tracemalloc.start()
+        try:
+            skipped = reader.read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert isinstance(skipped, Oversized) and skipped.size == len(message) and skipped.prefix == message[:256]
+    assert peak < bound + 2 * CHUNK  # the held fragments and the skipping buffer; joined, twice the bound
