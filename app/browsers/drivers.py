@@ -8,6 +8,7 @@ hosts capture them, the external driver's browser posts to the ingest endpoints.
 """
 import base64
 import logging
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,7 +16,7 @@ import marshmallow as ma
 from flask import current_app
 
 from app.browsers import hosts
-from app.browsers.models import DEFAULT_VIEWPORT, BrowserSession
+from app.browsers.models import DEFAULT_VIEWPORT, ENDED_BY_LAUNCH_FAILURE, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core.db import exclusive
 from app.core.errors import ApiError
@@ -23,14 +24,18 @@ from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
 
 logger = logging.getLogger(__name__)
-# How many hosts a create tries: the one placed, then others with room when one did not start it.
+# How many hosts a create tries: the one placed, then others with room when one took nothing.
 MAX_START_ATTEMPTS = 3
 # What a host refusing a start answers when it started nothing there (another host may take the session). Not
-# browser_host_busy: that host spent the whole start deadline, which another try would double.
+# browser_host_busy: that host spent the whole start deadline.
 HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable")
-ABANDON_SECONDS = 5
-# A host gives up a start at BROWSER_HOST_START_SECONDS and answers why; the app waits this much longer for that.
+# A host gives up a start at the deadline it is given and answers why; the app waits this much longer for that.
 ANSWER_SECONDS = 10
+# How long a host that did not answer a start is given to hear that it should drop it.
+ABANDON_SECONDS = 5
+# Another host is tried only with this much of the create's BROWSER_HOST_START_SECONDS left (a start given less
+# seldom succeeds on a busy machine).
+MIN_START_SECONDS = 5
 
 
 @dataclass
@@ -148,28 +153,34 @@ class HostDriver:
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
                 "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,
-                "categories": session_categories(session), "start_seconds": config["BROWSER_HOST_START_SECONDS"]}
+                "categories": session_categories(session)}
         hosts.new_cdp_token(session)  # saved with the endpoints
+        # One deadline for the whole create, whatever host starts it: the SDKs give up on a create at 60 s and send
+        # it again, and a first that went on would start a browser its client never hears of.
+        deadline = time.monotonic() + config["BROWSER_HOST_START_SECONDS"]
         tried = []
         while True:
+            left = deadline - time.monotonic()
             try:
-                hosts.call(session.host, "POST", "/sessions", body,
-                           timeout=config["BROWSER_HOST_START_SECONDS"] + ANSWER_SECONDS)
+                hosts.call(session.host, "POST", "/sessions", {**body, "start_seconds": round(left, 2)},
+                           timeout=left + ANSWER_SECONDS)
                 break
             except hosts.HostError as error:
                 logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)
                 tried.append(session.host)
                 if error.status is None and error.reached:
                     self._abandon(session.host, session)
-                if not (self._elsewhere(error) and len(tried) < MAX_START_ATTEMPTS and self._move(session, tried)):
+                if not (self._elsewhere(error) and len(tried) < MAX_START_ATTEMPTS
+                        and deadline - time.monotonic() >= MIN_START_SECONDS and self._move(session, tried)):
                     raise self._start_failed(error) from None
         base = f"{hosts.public_ws_base()}/browsers/{session.id}"
         return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")
 
     @staticmethod
     def _elsewhere(error):
-        """Whether another host may start what this one did not: it did not answer, or said it took nothing."""
-        return error.status is None or error.code in HOST_DID_NOT_TAKE
+        """Whether another host may start what this one did not: it took nothing (no connection was made, or it said
+        so). One that had the request and did not answer may still start it, and is only told to drop it."""
+        return not error.reached or error.code in HOST_DID_NOT_TAKE
 
     @staticmethod
     def _move(session, tried):
@@ -219,8 +230,8 @@ class HostDriver:
         return "http" + base.removesuffix("/cdp")[2:] + "/live" + (f"?{query}" if query else "")
 
     def stop(self, session):
-        if session.host_id is None:
-            return
+        if session.host_id is None or session.end_reason == ENDED_BY_LAUNCH_FAILURE:
+            return  # its start left the host nothing to stop, or told it to drop what it may start (within the create)
         save = session.profile_save_changes and session.profile_id is not None
         try:
             answer = hosts.call(session.host, "DELETE", f"/sessions/{session.id}?save_state={int(save)}",
