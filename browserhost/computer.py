@@ -44,7 +44,6 @@ import time
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
-from browserhost.display import Display as Display  # a headful session's: server.py makes it as computer.Display
 
 # One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one click of an X display's wheel
 # scrolls in Chromium (measured: 3 clicks, 360 px), so both kinds of session scroll alike.

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from browserhost import resolver
-from browserhost.cgroups import KILL_SECONDS, Cgroup, oom_report  # noqa: F401 (the host's, through here)
+from browserhost.cgroups import KILL_SECONDS, Cgroup
 
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",

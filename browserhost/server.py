@@ -56,9 +56,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from browserhost import computer, host_folder, launch, replays, sandbox, storage
+from browserhost import cgroups, computer, host_folder, launch, replays, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
+from browserhost.display import Display
 from browserhost.uplink import AppUnreachable, Refused, Reports
 from lantern_wire.hosts import (
     ENDED_BY_BROWSER_EXIT,
@@ -331,7 +332,7 @@ class BrowserHostServer:
                 if hosted.starting or hosted.stopping or hosted.out_of_memory:
                     continue
                 hosted.out_of_memory = True
-            report = sandbox.oom_report(hosted.box.cgroup)
+            report = cgroups.oom_report(hosted.box.cgroup)
             self.note(hosted, f"{report['process_name']} (pid {report['pid']}) was killed for memory (past the "
                               f"session's cap of {hosted.box.memory_mb} MB, or every sandbox's together); the session "
                               "ends", level=logging.WARNING)
@@ -404,7 +405,7 @@ class BrowserHostServer:
             display=display)
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
                                               timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
-        screen = None if options.headless else computer.Display(
+        screen = None if options.headless else Display(
             ":99" if hosted.box else display, hosted.box, options.viewport or launch.DEFAULT_SCREEN)
         hosted.screen = computer.Screen(hosted.browser.devtools, display=screen,
                                         size=options.viewport or launch.DEFAULT_SCREEN)

@@ -4,7 +4,7 @@ stops their threads, and makes the events the host itself reports and the one of
     monitor      the CDP connection lost         monitor_disconnected (flows while a CDP category is on)
     system       browser_exited(returncode)      service_crashed {phase, service_name "chromium", pid}; the exit
                                                  code or signal is on source.metadata (exit_code / signal)
-                 out_of_memory(report)           system_oom_kill (the host's sandbox.oom_report)
+                 out_of_memory(report)           system_oom_kill (the host's cgroups.oom_report)
     connection   client_connected(id)            cdp_connect       (source kind "kernel_api": Lantern's relay)
                  client_disconnected(...)        cdp_disconnect
 """
@@ -141,7 +141,7 @@ class Capture:
 
     def out_of_memory(self, report):
         """The kernel killed a process of the session's sandbox past its memory cap: the SDK's system_oom_kill
-        (`report`: its data, from sandbox.oom_report)."""
+        (`report`: its data, from cgroups.oom_report)."""
         if "system" in self._categories:
             self._emit("system_oom_kill", "system", {"kind": "local_process", "event": "oom_kill"}, report)
 

@@ -168,7 +168,7 @@ def test_sessions_caps_past_every_sandboxs_together_end_a_browser_not_the_machin
             assert box.oom_kills() >= 1
             # Named from the kernel's log, where it is readable (the cap reached was the parent's).
             named = "python3" if os.access("/dev/kmsg", os.R_OK) else "unknown"
-            assert sandbox.oom_report(box.cgroup)["process_name"] == named
+            assert cgroups.oom_report(box.cgroup)["process_name"] == named
         finally:
             box.destroy()
     finally:
