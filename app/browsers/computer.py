@@ -11,10 +11,12 @@ from flask import current_app
 from app.browsers import hosts
 from app.browsers.drivers import HostDriver
 from app.browsers.models import DEFAULT_VIEWPORT
-from app.core.errors import ApiError, bad_request
+from app.core.errors import NO_RETRY, ApiError, bad_request
 
 # What a list of actions may take beyond the waits it asks for (smooth moves, typing, a screenshot).
 ACTION_SECONDS = 30
+# Actions that change nothing on the screen: a list of only these may be sent again whatever became of it.
+READ_ONLY = {"capture_screenshot", "get_mouse_position", "read_clipboard", "sleep"}
 
 
 def screen_size(session):
@@ -37,12 +39,23 @@ def run(session, actions):
             raise bad_request(error.public_message) from None
         if error.status in (404, 501):
             raise ApiError(error.status, error.code or "not_found", error.public_message) from None
-        retry_after = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-        raise ApiError(502, "computer_action_failed", f"The browser could not do it: {error.public_message}",
-                       headers=retry_after) from None
-    if not isinstance(answer.get("results"), list):
-        raise ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.")
+        raise _failed(actions, error) from None
+    if not isinstance(answer.get("results"), list):  # they ran
+        raise ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.",
+                       headers=NO_RETRY)
     return answer["results"]
+
+
+def _failed(actions, error):
+    """The 502 for actions the host did not do; Retry-After only when sending them again cannot do one twice (they
+    never reached the host, or only read). Else the SDKs must not resend it: a host that failed part-way, or did
+    not answer, may have clicked or typed already."""
+    message = f"The browser could not do it: {error.public_message.rstrip('.')}"
+    if not error.reached or all(action["type"] in READ_ONLY for action in actions):
+        return ApiError(502, "computer_action_failed", message,
+                        headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
+    return ApiError(502, "computer_action_failed", f"{message}. Some actions may have run: look at the screen "
+                    "before sending them again.", headers=NO_RETRY)
 
 
 def screenshot(session, region):

@@ -17,7 +17,7 @@ from app.browsers import hosts
 from app.browsers.computer import require_host_driver
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
 from app.core import blobs, clock, urls
-from app.core.errors import ApiError, bad_request, conflict, not_found
+from app.core.errors import NO_RETRY, ApiError, bad_request, conflict, not_found
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
 
 logger = logging.getLogger(__name__)
@@ -177,8 +177,12 @@ def _host_refusal(error):
     # what failed, this server's log (and the host's) why. Only a host's words meant for tenants go on.
     logger.warning("a browser host could not start or stop a recording: %s", error)
     said = f": {error.public_message}" if error.code in TENANTS_WORDS else f" ({error.code or 'no answer'})"
+    # A host's own refusal started nothing, nor did a request that never reached it; one it had and did not answer
+    # may be recording, and the SDKs' retry of the 502 would find it so.
+    took_nothing = error.code is not None or not error.reached
+    retry = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
     return ApiError(502, "replay_failed", f"The browser host could not do it{said}",
-                    headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
+                    headers=retry if took_nothing else NO_RETRY)
 
 
 def _from_unix(seconds):

@@ -1,6 +1,14 @@
 """The computer API's checks before anything reaches a browser (app/browsers/computer*.py); what the browser
 does is tested on a real one (tests/browsers/live/test_computer.py)."""
+import time
+
 import pytest
+
+from app.browsers import computer, hosts
+from app.browsers.models import BrowserSession
+from app.core.db import db
+from tests.browsers.conftest import on_host
+from tests.fakes import LocalServer
 
 
 @pytest.fixture
@@ -43,3 +51,81 @@ def test_every_method_of_the_sdk_has_its_route(anonymous):
     served = {path.rsplit("/computer/", 1)[1] for path in paths if "/computer/" in path}
     assert served == {"batch", "click_mouse", "clipboard/read", "clipboard/write", "cursor", "drag_mouse",
                       "get_mouse_position", "move_mouse", "press_key", "screenshot", "scroll", "type"}
+
+
+class ComputerHost(LocalServer):
+    """A host's computer API answering `reply` (status, body) after `delay` seconds."""
+
+    def __init__(self, reply=(200, {"results": [None]}), delay=0.0):
+        super().__init__()
+        self.reply, self.delay = reply, delay
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        time.sleep(self.delay)
+        try:
+            handler.answer(*self.reply)
+        except OSError:  # the app gave up waiting
+            pass
+
+
+@pytest.fixture
+def on_fake_host(app, session_id):
+    """on_fake_host(host) -> the session, run by `host` (a ComputerHost, stopped after the test, or None: a host
+    that is gone, where connections are refused)."""
+    started = []
+
+    def use(host):
+        if host is None:
+            host = ComputerHost().start()
+            host.stop()
+        else:
+            started.append(host.start())
+        with app.app_context(), db.connection_context():
+            hosts.add("h1", host.url)
+            BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
+        on_host(app, session_id, "h1")
+        return session_id
+
+    yield use
+    for host in started:
+        host.stop()
+
+
+PART_WAY = (502, {"code": "computer_action_failed", "index": 1, "message": "action 1 (type_text) failed on the "
+                                                                           "session's screen"})
+CLICK = ("click_mouse", {"x": 1, "y": 1})
+TWO_ACTIONS = ("batch", {"actions": [{"type": "click_mouse", "click_mouse": {"x": 1, "y": 1}},
+                                     {"type": "type_text", "type_text": {"text": "naïve"}}]})
+
+
+@pytest.mark.parametrize("host, call", [
+    (lambda: ComputerHost(delay=1.5), CLICK), (lambda: ComputerHost(delay=1.5), ("type", {"text": "hello"})),
+    (lambda: ComputerHost(PART_WAY), TWO_ACTIONS), (lambda: ComputerHost((504, b"<html>a proxy's</html>")), CLICK),
+], ids=["a click timed out", "text timed out", "a batch failed part-way", "a proxy answered for the host"])
+def test_actions_that_may_have_run_are_a_502_the_sdks_do_not_send_again(client, on_fake_host, monkeypatch, host,
+                                                                        call):
+    """The SDKs resend a 502 unless told not to: the click or the text would be done twice."""
+    monkeypatch.setattr(computer, "ACTION_SECONDS", 0.3)
+    session_id = on_fake_host(host())
+    path, body = call
+    response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
+    assert response.status_code == 502 and response.get_json()["code"] == "computer_action_failed"
+    assert response.headers["x-should-retry"] == "false" and "Retry-After" not in response.headers
+    assert "may have run" in response.get_json()["message"]
+
+
+@pytest.mark.parametrize("host, call", [
+    (lambda: None, CLICK), (lambda: None, TWO_ACTIONS), (lambda: ComputerHost(delay=1.5), ("screenshot", {})),
+    (lambda: ComputerHost(delay=1.5), ("get_mouse_position", None)),
+], ids=["a click to a host that is gone", "a batch to a host that is gone", "a screenshot timed out",
+        "a read of the mouse timed out"])
+def test_actions_that_did_nothing_or_only_read_are_a_502_worth_sending_again(app, client, on_fake_host, monkeypatch,
+                                                                            host, call):
+    monkeypatch.setattr(computer, "ACTION_SECONDS", 0.3)
+    session_id = on_fake_host(host())
+    path, body = call
+    response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
+    assert response.status_code == 502 and response.get_json()["code"] == "computer_action_failed"
+    assert "x-should-retry" not in response.headers
+    assert response.headers["Retry-After"] == str(app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])

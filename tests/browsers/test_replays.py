@@ -3,6 +3,7 @@ host may send, and what a replay answers in each state. Recording itself is test
 (tests/browsers/live/test_computer.py)."""
 import os
 import threading
+import time
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -147,22 +148,54 @@ def no_pause(seconds):
 
 
 class RecordingHost(LocalServer):
-    """Answers a start of a recording as a host does."""
+    """Answers a start of a recording as a host does, or `reply` (status, body), after `delay` seconds."""
+
+    def __init__(self, reply=(201, {"started_at": 1700000000.5}), delay=0.0):
+        super().__init__()
+        self.reply, self.delay = reply, delay
 
     def post(self, handler):
         handler.rfile.read(int(handler.headers["Content-Length"]))
-        handler.answer(201, {"started_at": 1700000000.5})
+        time.sleep(self.delay)
+        try:
+            handler.answer(*self.reply)
+        except OSError:  # the app gave up waiting
+            pass
+
+
+def recorded_by(app, session_id, host):
+    with app.app_context(), db.connection_context():
+        hosts.add("h1", host.url)
+        BrowserHost.update(address=host.url, capacity=2, heartbeat_at=clock.now()).execute()
+        BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
+    on_host(app, session_id, "h1")
+
+
+@pytest.mark.parametrize("host, retried", [
+    (RecordingHost(delay=1.5), False),  # it may be recording
+    (RecordingHost((502, {"code": "browser_unreachable", "message": "The page could not be reached."})), True),
+], ids=["the host did not answer", "the host refused"])
+def test_a_recording_that_may_have_started_is_a_502_the_sdks_do_not_send_again(app, client, session_id, monkeypatch,
+                                                                               host, retried):
+    monkeypatch.setattr(replays, "START_SECONDS", 0.3)
+    host.start()
+    try:
+        recorded_by(app, session_id, host)
+        response = client.post(f"/browsers/{session_id}/replays", json={})
+    finally:
+        host.stop()
+    assert response.status_code == 502 and response.get_json()["code"] == "replay_failed"
+    if retried:
+        assert "x-should-retry" not in response.headers and "Retry-After" in response.headers
+    else:
+        assert response.headers["x-should-retry"] == "false" and "Retry-After" not in response.headers
 
 
 def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(app, client, session_id):
     """Not 409 or 429, which the SDKs send again: only the retention (or an operator) makes room."""
     host = RecordingHost().start()
     try:
-        with app.app_context(), db.connection_context():
-            hosts.add("h1", host.url)
-            BrowserHost.update(address=host.url, capacity=2, heartbeat_at=clock.now()).execute()
-            BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
-        on_host(app, session_id, "h1")
+        recorded_by(app, session_id, host)
         saved = recording(app, session_id)
         with app.app_context(), db.connection_context():
             Replay.update(status=Replay.SAVED, video=blobs.store().put_bytes(VIDEO), size_bytes=len(VIDEO)).where(
