@@ -253,16 +253,10 @@ class Sandbox:
         if self._slirp_exit is not None:
             os.close(self._slirp_exit)  # slirp4netns exits when this end closes
             self._slirp_exit = None
-        if self._slirp is not None:
-            try:
-                self._slirp.wait(timeout=KILL_SECONDS)
-            except subprocess.TimeoutExpired:
-                self._slirp.kill()
-                self._slirp.wait()
-            self._slirp = None
-        if self._resolver is not None:
-            self._resolver.wait(timeout=KILL_SECONDS)  # its cgroup is empty: it has ended
-            self._resolver = None
+        for process in (self._slirp, self._resolver):
+            if process is not None:
+                _end(process)
+        self._slirp = self._resolver = None
         _remove_netns(self.name)
         self.cgroup.remove()
         _unmount(self.run)
@@ -521,6 +515,19 @@ def _unmount(path):
         result = subprocess.run(["umount", str(path)], capture_output=True, timeout=10, check=False)
         if result.returncode != 0:
             subprocess.run(["umount", "--lazy", str(path)], capture_output=True, timeout=10, check=False)
+
+
+def _end(process):
+    """Reap a process of the sandbox, whose cgroup was killed; SIGKILL when it is still there after KILL_SECONDS,
+    and then give up after as long: one stuck in the kernel must not keep the rest of the sandbox."""
+    try:
+        process.wait(timeout=KILL_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        try:
+            process.wait(timeout=KILL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _remove_netns(name):
