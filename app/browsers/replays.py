@@ -70,7 +70,7 @@ def refuse_past_budget(project_id):
                        f"The project's recordings budget is used up: its saved replays take {used} bytes, and "
                        f"REPLAY_PROJECT_MAX_BYTES is {budget}. Recordings are deleted {days:g} days after they "
                        "started; until then, no new one starts (those stored are kept).",
-                       details=[{"code": "REPLAY_PROJECT_MAX_BYTES", "scope": "project", "limit": budget,
+                       details=[{"code": "replay_project_max_bytes", "scope": "project", "limit": budget,
                                  "usage": used, "message": f"project recordings budget {budget} bytes, {used} used"}])
 
 

@@ -115,6 +115,7 @@ def test_the_openapi_document_describes_replays_and_the_live_view(anonymous):
     assert "text/html" in paths["/browsers/{session_ref}/live"]["get"]["responses"]["200"]["content"]
     started = paths[replays_path]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
     assert started["$ref"].endswith("/Replay")
+    assert "replay_budget_exceeded" in paths[replays_path]["post"]["responses"]["403"]["description"]
 
 
 def test_a_recording_the_app_refuses_fails_with_its_reason_at_once(app, client, session_id, add_host, tmp_path):
@@ -205,7 +206,7 @@ def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(
         assert refused.status_code == 403 and "Retry-After" not in refused.headers
         body = refused.get_json()
         assert body["code"] == "replay_budget_exceeded" and "REPLAY_PROJECT_MAX_BYTES" in body["message"]
-        assert body["details"] == [{"code": "REPLAY_PROJECT_MAX_BYTES", "scope": "project", "limit": len(VIDEO),
+        assert body["details"] == [{"code": "replay_project_max_bytes", "scope": "project", "limit": len(VIDEO),
                                     "usage": len(VIDEO), "message": f"project recordings budget {len(VIDEO)} bytes, "
                                                                    f"{len(VIDEO)} used"}]
         assert [r["replay_id"] for r in client.get(f"/browsers/{session_id}/replays").get_json()] == [saved]
