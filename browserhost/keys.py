@@ -6,8 +6,9 @@ display: its keys become `Input.dispatchKeyEvent` calls, which need the DOM `key
 and the Windows virtual key code Chromium dispatches by, and the text a key types (none while Ctrl, Alt
 or Meta is held, as on a real keyboard).
 """
-import unicodedata
 from dataclasses import dataclass
+
+from lantern_wire.keyboard import untypable  # noqa: F401 - the app's rule too, checked again before typing
 
 
 class UnknownKey(ValueError):
@@ -130,16 +131,6 @@ def typing(char):
         return None
     key, shifted = found
     return [_MODIFIERS["shift"], key] if shifted else [key]
-
-
-def untypable(text):
-    """The first character of `text` no keyboard types (a control character other than a new line or a tab, or half
-    of a surrogate pair), or None. app/browsers/computer_schemas.py refuses the same ones before they reach a host."""
-    for char in text:
-        category = unicodedata.category(char)
-        if (category == "Cc" and char not in "\n\t") or category == "Cs":
-            return char
-    return None
 
 
 def modifiers_of(keys):

@@ -5,12 +5,11 @@ their types) sends and reads them.
 Coordinates are checked against the session's viewport where the session is known
 (app/browsers/computer.py); here, only their type and sign.
 """
-import unicodedata
-
 import marshmallow as ma
 from marshmallow import validate
 
 from app.core.fields import Choice, JsonBoolean, JsonInteger, UtcDateTime
+from lantern_wire.keyboard import untypable
 
 MOUSE_BUTTONS = ["left", "right", "middle", "back", "forward"]
 DRAG_BUTTONS = ["left", "middle", "right"]
@@ -91,12 +90,10 @@ class PressKeySchema(ma.Schema):
 
 
 def typable(text):
-    """Every character but control characters (new lines and tabs are typed) and halves of surrogate pairs: what a
-    keyboard types, headful as headless (browserhost/keys.py's `untypable` refuses the same)."""
-    for char in text:
-        category = unicodedata.category(char)
-        if (category == "Cc" and char not in "\n\t") or category == "Cs":
-            raise ma.ValidationError(f"character {char!r} (U+{ord(char):04X}) cannot be typed; nothing was typed.")
+    """400 naming the first character no keyboard types (lantern_wire/keyboard.py), before anything is typed."""
+    char = untypable(text)
+    if char is not None:
+        raise ma.ValidationError(f"character {char!r} (U+{ord(char):04X}) cannot be typed; nothing was typed.")
 
 
 class TypeTextSchema(ma.Schema):

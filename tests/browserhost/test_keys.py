@@ -42,8 +42,3 @@ def test_characters_are_typed_by_their_key_shifted_where_a_us_keyboard_shifts_th
     assert [key.code for key in keys.typing("7")] == ["Digit7"]
     assert keys.typing("é") is None  # inserted as text instead
     assert keys.modifiers_of(keys.combination("ctrl+shift+a")) == keys.CTRL | keys.SHIFT
-
-
-def test_what_no_keyboard_types_is_found_before_anything_is_typed():
-    assert keys.untypable("naïve café 日本語 😀 Ω≈ €£¥\n\t") is None
-    assert keys.untypable("ab\x07c") == "\x07" and keys.untypable("a\ud800") == "\ud800"
