@@ -86,6 +86,8 @@ CHROMIUM_LOG_MAX_BYTES = 16 * 1024 * 1024
 CREDENTIAL_REFUSED = 4
 # ... when another host runs on its folder (<BROWSER_HOST_DIR>/<name>): it would only refuse again.
 FOLDER_IN_USE = 5
+# launch.py's words for a Chromium that ended during its start: its exit code is the one detail a tenant is told.
+CHROMIUM_EXITED = re.compile(r"Chromium exited with (-?\d+) before")
 # A start's deadline when the app does not give one (it sends its BROWSER_HOST_START_SECONDS).
 DEFAULT_START_SECONDS = 30
 # How long a stopping host waits for the app to take what its browsers reported last.
@@ -368,12 +370,12 @@ class BrowserHostServer:
         except launch.StartTimedOut as error:
             logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
             self._teardown(hosted, save=False)
-            return 503, {"code": "browser_host_busy", "message": f"Chromium did not start within the start deadline "
-                         f"({start_seconds:g} s): browser host {self.name} is too busy; retry later"}
+            return 503, {"code": "browser_host_busy", "message": f"The browser did not start within the start "
+                         f"deadline ({start_seconds:g} s): browser host {self.name} is too busy; retry later"}
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
-            logger.exception("starting the browser of session %s failed", session_id)
+            logger.exception("starting the browser of session %s failed", session_id)  # the detail: this log only
             self._teardown(hosted, save=False)
-            return 500, {"code": "browser_start_failed", "message": str(error).splitlines()[0][:500]}
+            return 500, {"code": "browser_start_failed", "message": start_failure(error)}
         with self.lock:
             hosted.starting = False
             stopped_meanwhile = hosted.stopping
@@ -566,7 +568,9 @@ class BrowserHostServer:
             recording.start(self._spawner(hosted, {"DISPLAY": recording.display} if offset is not None else {}))
         except (CdpError, OSError) as error:
             hosted.recordings.pop(replay_id, None)
-            return 502, {"code": "replay_failed", "message": f"The recording could not start: {error}"}
+            logger.warning("session %s: recording %s could not start (%s: %s)", hosted.session_id, replay_id,
+                           type(error).__name__, error)  # this host's log alone: it names the host's files
+            return 502, {"code": "replay_failed", "message": "The recording could not start."}
         self.note(hosted, f"recording {replay_id} started ({recording.framerate} fps, at most "
                           f"{recording.max_seconds} s)")
         return 201, {"started_at": recording.started_at}
@@ -765,6 +769,17 @@ class ControlHandler(BaseHTTPRequestHandler):
         finally:
             upstream.close()
             self.host.client_left(hosted, connection_id)
+
+
+def start_failure(error):
+    """What the tenant is told of a start that failed with `error`, by kind: never the error's own text, which
+    names the host's files, tools, their output and addresses (the host's log keeps it)."""
+    if isinstance(error, sandbox.SandboxError):
+        return "The browser's sandbox could not be set up."
+    exited = CHROMIUM_EXITED.match(str(error)) if isinstance(error, launch.LaunchError) else None
+    if exited:
+        return f"Chromium exited with code {exited.group(1)} before it answered."
+    return "The browser host could not start the browser (its log says why)."
 
 
 def memory_mb(body):

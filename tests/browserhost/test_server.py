@@ -1,7 +1,13 @@
 """The browser host's bookkeeping, without Chromium: a stop that arrives while a browser starts."""
+import logging
 import threading
+from types import SimpleNamespace
 
+import pytest
+
+from browserhost import launch, sandbox
 from tests.browserhost.helpers import FakeApp, host_server
+from tests.browsers.live.conftest import host_words
 
 
 class FakeBrowser:
@@ -93,3 +99,42 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
     monkeypatch.setattr(app, "post", lambda path, body: stale)  # a later beat carries what the app has
     server.heartbeat()
     assert hosted.categories == frozenset({"console"})
+
+
+class FailingSandbox:
+    def __init__(self, workdir, *args, **kwargs):
+        self.workdir = workdir
+
+    def create(self):
+        raise sandbox.SandboxError(f"setting up the sandbox failed: [Errno 13] Permission denied: "
+                                   f"'/var/lib/lantern/sandboxes/{self.workdir.name}/run'")
+
+
+@pytest.mark.parametrize("failure, told", [
+    ("sandbox", "The browser's sandbox could not be set up."),
+    ("Chromium exited with 127 before its DevTools endpoint answered; chromium.log ends:\n{workdir}/chromium.log: "
+     "/usr/lib/chromium/chromium: error while loading shared libraries", "Chromium exited with code 127 before it "
+                                                                        "answered."),
+    ("cannot tell the version of /usr/lib/chromium/chromium: /usr/lib/chromium/chromium: not found",
+     "The browser host could not start the browser (its log says why)."),
+    ("Xvfb :99 did not start in time: (EE) cannot open /tmp/.X11-unix/X99", "The browser host could not start the "
+                                                                             "browser (its log says why)."),
+])
+def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_which_its_log_keeps(
+        tmp_path, monkeypatch, caplog, failure, told):
+    """#34 item 8: the app passes a failed start's message on to the tenant."""
+    server = host_server(tmp_path, BROWSER_SANDBOX="on" if failure == "sandbox" else "off")
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the sandbox or the launch fails first
+    monkeypatch.setattr(sandbox, "Sandbox", FailingSandbox)
+    detail = failure.format(workdir=tmp_path / "sessions" / "s1")
+
+    def failing_start(*args, **kwargs):
+        raise launch.LaunchError(detail)
+
+    monkeypatch.setattr(launch.Browser, "start", failing_start)
+    with caplog.at_level(logging.ERROR, logger="browserhost.server"):
+        status, answer = server.start_browser({"session_id": "s1", "headless": True})
+    assert (status, answer) == (500, {"code": "browser_start_failed", "message": told})
+    assert not host_words(SimpleNamespace(workdir=tmp_path)).search(answer["message"])
+    assert "/var/lib/lantern/sandboxes/s1/run" in caplog.text if failure == "sandbox" else detail in caplog.text
+    assert "s1" not in server.hosted and not (tmp_path / "sessions" / "s1").exists()
