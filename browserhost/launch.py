@@ -30,12 +30,12 @@ larger), so the window fits on it as on a real desktop. A width under 500 px bec
 
 The allowlist (`allowed_hosts`) is `--host-resolver-rules`: every name and IP literal (IPv6 and
 numeric forms such as 2130706433 included, which Chromium canonicalizes first) resolves to
-nothing except the listed hosts and their subdomains; `localhost` is blocked unless listed. It
+nothing except the listed hosts and their subdomains (as resolver.normalize_host writes them: an
+internationalized name in the xn-- form Chromium looks up); `localhost` is blocked unless listed. It
 binds what Chromium resolves itself, not what a proxy given by --proxy-server would resolve.
 """
 import functools
 import hashlib
-import ipaddress
 import logging
 import os
 import re
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from browserhost import cgroups, sandbox
+from browserhost import cgroups, resolver, sandbox
 from browserhost.cdp import CdpClient
 from lantern_wire.devtools import DevTools
 
@@ -63,7 +63,6 @@ LOG_TAIL_CHARS = 3000
 # A Unix socket path holds 107 bytes; Chromium adds /org.chromium.Chromium.XXXXXX/SingletonSocket (46).
 MAX_TMPDIR_LENGTH = 60
 SINGLETON_FILES = ("SingletonLock", "SingletonSocket", "SingletonCookie")
-HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
 
 # (binary, headless) -> browser UI height, once measured in this process.
 _measured_chrome_heights = {}
@@ -117,31 +116,15 @@ def stealth_user_agent(binary):
 
 
 def host_resolver_rules(allowed_hosts):
-    """Rules under which only `allowed_hosts` (and subdomains of the names among them) resolve."""
+    """Rules under which only `allowed_hosts` (and subdomains of the names among them) resolve; ValueError for
+    one that is not a host."""
     rules = ["MAP * ~NOTFOUND"]
-    for host in allowed_hosts:
-        host = _checked_host(host)
-        rules.append(f"EXCLUDE {host}")
-        if not _is_ip(host):
-            rules.append(f"EXCLUDE *.{host}")
+    for host in resolver.normalize_hosts(allowed_hosts):
+        if not resolver.is_ip(host):
+            rules += [f"EXCLUDE {host}", f"EXCLUDE *.{host}"]
+        else:
+            rules.append(f"EXCLUDE [{host}]" if ":" in host else f"EXCLUDE {host}")
     return ", ".join(rules)
-
-
-def _checked_host(host):
-    host = host.strip().lower().removeprefix("*.")
-    if _is_ip(host):
-        return f"[{host}]" if ":" in host else host
-    if not HOST_NAME.match(host):
-        raise ValueError(f"not a host name: {host!r}")
-    return host
-
-
-def _is_ip(host):
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sandboxed=False):

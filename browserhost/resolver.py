@@ -15,7 +15,46 @@ LISTEN = "127.0.0.1"  # the session's resolv.conf names it
 # slirp4netns' forwarder, which passes queries on to the resolvers in the machine's /etc/resolv.conf, and its
 # gateway, which is the machine's loopback.
 SLIRP_DNS, SLIRP_GATEWAY = "10.0.2.3", "10.0.2.2"
+# A host name as DNS carries it (ASCII letters, digits, hyphens and underscores; labels of 1 to 63).
 NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
+# Where IDNA 2003 (Python's codec) and the UTS 46 processing browsers use give different names: ß, ς, ZWNJ, ZWJ.
+DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
+
+
+def normalize_host(host):
+    """A host of an allowlist as Chromium, the resolver and the firewall meet it: an IP literal's text, or a name
+    in lower-case ASCII without its final dot, an internationalized one in its xn-- form ('*.Bücher.de.' ->
+    'xn--bcher-kva.de': a leading '*.' means the same as none); ValueError, naming it, for what is not a host."""
+    text = str(host).strip()
+    bare = text.removeprefix("*.")
+    try:
+        return str(ipaddress.ip_address(bare.strip("[]")))
+    except ValueError:
+        pass
+    if DEVIATIONS & set(bare):
+        raise ValueError(f"{text!r} holds ß, ς or a joiner, which browsers encode otherwise than this host: list "
+                         "its xn-- form")
+    try:
+        name = bare.removesuffix(".").encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        name = ""
+    if not NAME.match(name):
+        raise ValueError(f"not a host name: {text!r}")
+    return name
+
+
+def normalize_hosts(hosts):
+    """normalize_host of each of `hosts`, in their order (ValueError for the first that is not a host)."""
+    return [normalize_host(host) for host in hosts]
+
+
+def is_ip(host):
+    """Whether a normalized host is an IP literal."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 def parse_servers(text):
@@ -46,7 +85,8 @@ def reaches_loopback(servers):
 
 
 def dnsmasq_argv(allowed_hosts, servers):
-    """dnsmasq's command line for a session (`allowed_hosts`: None, or the names it may look up)."""
+    """dnsmasq's command line for a session (`allowed_hosts`: None, or the names it may look up; ValueError
+    for one that is not a host)."""
     argv = ["/usr/sbin/dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
             "--no-poll", f"--listen-address={LISTEN}", "--bind-interfaces", "--port=53", "--pid-file=",
             "--log-facility=-",
@@ -55,18 +95,9 @@ def dnsmasq_argv(allowed_hosts, servers):
     if allowed_hosts is None:
         argv += [f"--server={target}" for target in targets]
         return argv
-    names = sorted({host.strip().lower().removeprefix("*.") for host in allowed_hosts} - {"localhost"})
+    names = sorted(set(normalize_hosts(allowed_hosts)) - {"localhost"})
     argv.append("--address=/#/")  # NXDOMAIN for every name not listed below
     for name in names:
-        if _is_ip(name) or not NAME.match(name):
-            continue
-        argv += [f"--server=/{name}/{target}" for target in targets]
+        if not is_ip(name):
+            argv += [f"--server=/{name}/{target}" for target in targets]
     return argv
-
-
-def _is_ip(text):
-    try:
-        ipaddress.ip_address(text.strip("[]"))
-        return True
-    except ValueError:
-        return False

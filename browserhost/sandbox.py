@@ -561,23 +561,21 @@ def reaches_loopback(policy, allowed_hosts):
     """Whether a session may reach the host loopback ports the operator listed: when there are some, and
     its allowlist (if any) names the loopback."""
     return bool(policy.loopback_ports) and (
-        allowed_hosts is None or bool({"127.0.0.1", "localhost"} & {h.strip().lower() for h in allowed_hosts}))
+        allowed_hosts is None or bool({"127.0.0.1", "localhost"} & set(resolver.normalize_hosts(allowed_hosts))))
 
 
 def resolve(hosts):
-    """The addresses `hosts` (names or IP literals) resolve to on this host now."""
+    """The addresses `hosts` (names or IP literals) resolve to on this host now; ValueError for one that is not
+    a host."""
     addresses = set()
-    for host in hosts:
-        host = host.strip().strip("[]").removeprefix("*.")
-        try:
+    for host in resolver.normalize_hosts(hosts):
+        if resolver.is_ip(host):
             addresses.add(ipaddress.ip_address(host))
             continue
-        except ValueError:
-            pass
         try:
             addresses.update(ipaddress.ip_address(info[4][0].split("%")[0])
                              for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP))
-        except (OSError, UnicodeError):
+        except OSError:
             pass  # it does not resolve: nothing of it is reachable
     return addresses
 
