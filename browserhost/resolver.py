@@ -1,11 +1,12 @@
 """A session's DNS: a dnsmasq of its own, inside its sandbox (its network namespace, its cgroup, bubblewrap),
 as Debian's unprivileged `dnsmasq` user, which alone of the session's processes the firewall lets reach
 the upstream resolvers (sandbox.firewall); every other packet to port 53 is refused. Its answers never hold
-an address in a private, loopback or link-local range (`--stop-dns-rebind`), and for a session with
+an address the firewall closes (private, loopback, link-local, shared, reserved ranges, but the networks the
+operator opened with BROWSER_ALLOWED_NETWORKS: sandbox.closed_networks), and for a session with
 `network.allowed_hosts` it answers only the listed names (and names under them); any other is NXDOMAIN.
 
     servers = parse_servers(settings["BROWSER_DNS_SERVERS"])   # [] : the machine's own resolvers
-    argv = dnsmasq_argv(allowed_hosts, servers)
+    argv = dnsmasq_argv(allowed_hosts, servers, sandbox.closed_networks(policy.allowed_networks))
 """
 import ipaddress
 import re
@@ -84,13 +85,15 @@ def reaches_loopback(servers):
     return any(address.is_loopback for address, _ in servers)
 
 
-def dnsmasq_argv(allowed_hosts, servers):
+def dnsmasq_argv(allowed_hosts, servers, closed):
     """dnsmasq's command line for a session (`allowed_hosts`: None, or the names it may look up; ValueError
-    for one that is not a host)."""
+    for one that is not a host), answering NXDOMAIN for a name whose answer holds an address in `closed`."""
     argv = ["/usr/sbin/dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
             "--no-poll", f"--listen-address={LISTEN}", "--bind-interfaces", "--port=53", "--pid-file=",
-            "--log-facility=-",
-            "--stop-dns-rebind", "--domain-needed", "--bogus-priv", "--cache-size=1000"]
+            "--log-facility=-", "--domain-needed", "--bogus-priv", "--cache-size=1000"]
+    # Not --stop-dns-rebind: its ranges are fixed, and lack some the firewall closes (100.64/10, 198.18/15,
+    # multicast) while holding the networks an operator opens (whose names would then not resolve).
+    argv += [f"--bogus-nxdomain={network}" for network in closed]
     targets = [f"{address}#{port}" for address, port in upstreams(servers)]
     if allowed_hosts is None:
         argv += [f"--server={target}" for target in targets]

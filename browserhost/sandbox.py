@@ -26,8 +26,8 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   gateway), and, for a session with a `network.allowed_hosts` list, nothing but those hosts'
   addresses on ports 80 and 443 (names resolved by the host when the session starts).
 - **DNS**: a dnsmasq of the session's own (browserhost/resolver.py), inside its sandbox as Debian's
-  `dnsmasq` user, at 127.0.0.1 of its namespace: it refuses answers in private, loopback and link-local
-  ranges and, with an allowlist, answers only the listed names. Only that user's packets reach the upstream
+  `dnsmasq` user, at 127.0.0.1 of its namespace: it refuses answers in the ranges the firewall closes
+  (closed_networks) and, with an allowlist, answers only the listed names. Only that user's packets reach the upstream
   resolvers (slirp4netns' forwarder to the machine's, or BROWSER_DNS_SERVERS); any other to port 53 is
   refused.
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; the host binds its Unix
@@ -333,8 +333,9 @@ class Sandbox:
     def _start_resolver(self):
         """The session's dnsmasq, once it listens (SandboxError when it does not)."""
         mounts = [("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED]
-        command = self._command(resolver.dnsmasq_argv(self.allowed_hosts, self.policy.dns_servers), None, mounts,
-                                None, ids=self.policy.resolver_ids())
+        argv = resolver.dnsmasq_argv(self.allowed_hosts, self.policy.dns_servers,
+                                     closed_networks(self.policy.allowed_networks))
+        command = self._command(argv, None, mounts, None, ids=self.policy.resolver_ids())
         # Its log would hold a line per refused answer, as many as a page asks for: it goes nowhere.
         self._resolver = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -578,6 +579,18 @@ def resolve(hosts):
         except OSError:
             pass  # it does not resolve: nothing of it is reachable
     return addresses
+
+
+def closed_networks(opened):
+    """The ranges of BLOCKED_NETWORKS the operator did not open (`opened`: BROWSER_ALLOWED_NETWORKS), and
+    slirp4netns' own network, which stays closed: what the firewall closes, so what no name resolves into for a
+    session (its resolver's answers)."""
+    closed = [ipaddress.ip_network(network) for network in BLOCKED_NETWORKS]
+    for hole in opened:
+        closed = [part for network in closed
+                  for part in ((network,) if network.version != hole.version or not network.overlaps(hole)
+                               else () if network.subnet_of(hole) else network.address_exclude(hole))]
+    return [*closed, ipaddress.ip_network(SLIRP_NETWORK)]
 
 
 def firewall(policy, allowed_hosts, own_addresses, resolver_uid=None):
