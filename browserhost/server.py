@@ -26,8 +26,8 @@ Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each brows
 in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
 registry: after a crash (`kill -9`), the next start kills the process groups recorded
 there and removes the folders, and its registration ends the sessions the app still gives it.
-A host holds its folder (host_folder.py) while it runs: a second host for the same folder
-exits (status 5) before sweeping anything.
+A host holds its credential and then its folder (host_folder.py) while it runs: a second host with the
+same credential exits (status 5) before registering, one for the same folder before sweeping anything.
 While a CDP client is connected the session is active (said at every heartbeat); when
 the last one leaves, its idle timeout starts from then.
 
@@ -84,7 +84,8 @@ HARMLESS_CHROMIUM_LINES = re.compile(r":ERROR:dbus/(bus|object_proxy)\.cc")
 CHROMIUM_LOG_MAX_BYTES = 16 * 1024 * 1024
 # The host's exit status when the app refuses its credential (revoked): starting it again would not help.
 CREDENTIAL_REFUSED = 4
-# ... when another host runs on its folder (<BROWSER_HOST_DIR>/<name>): it would only refuse again.
+# ... when another host runs on its folder (<BROWSER_HOST_DIR>/<name>) or with its credential: it would only
+# refuse again.
 FOLDER_IN_USE = 5
 # launch.py's words for a Chromium that ended during its start: its exit code is the one detail a tenant is told.
 CHROMIUM_EXITED = re.compile(r"Chromium exited with (-?\d+) before")
@@ -148,7 +149,8 @@ class BrowserHostServer:
         self.shutting_down = False
         self.exit_status = 0
         self.httpd = None
-        self.folder_lock = None  # the descriptor holding this host's folder (host_folder.py), open while it runs
+        # The descriptors holding this host's credential and folder (host_folder.py), open while it runs.
+        self.credential_lock = self.folder_lock = None
 
     # -- life ------------------------------------------------------------------------------
 
@@ -160,6 +162,16 @@ class BrowserHostServer:
         self.httpd.daemon_threads = True
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
+        try:
+            return self._serve()
+        finally:
+            self.httpd.server_close()
+            for descriptor in (self.folder_lock, self.credential_lock):
+                if descriptor is not None:
+                    os.close(descriptor)
+            self.credential_lock = self.folder_lock = None
+
+    def _serve(self):
         if self.policy is None:
             logger.warning("BROWSER_SANDBOX is off: every browser runs as this host's user (%s), on its files and "
                            "network, and any user of a session can reach them (docs/browsers.md, Isolation)",
@@ -168,6 +180,12 @@ class BrowserHostServer:
             self.cannot_sandbox = sandbox.probe(self.policy)
             for missing in self.cannot_sandbox:
                 logger.error("cannot sandbox browsers: %s", missing)
+        try:
+            # Before registering: the app ends the sessions of a host that registers, which would be those of
+            # another host running with this credential.
+            self.credential_lock = host_folder.hold_credential(self.root, self.client.credential)
+        except host_folder.FolderInUse as error:
+            return self.refuse_credential(error)
         if not self.register():
             return self.exit_status
         self.root = self.root / self.name
@@ -216,7 +234,15 @@ class BrowserHostServer:
             self.client.post(STOPPED, {})
         except (AppUnreachable, Refused) as error:
             logger.warning("could not tell the app this host stopped (%s)", error)
-        self.httpd.server_close()
+        return self.exit_status
+
+    def refuse_credential(self, in_use):
+        """Another host runs with this host's credential: this one stops before registering, telling the app
+        nothing (the other is the live one)."""
+        logger.error("another browser host (pid %s) runs with this host's credential (it holds %s): stop it, or give "
+                     "this host a credential of its own (flask browsers hosts add NAME)", in_use.pid or "unknown",
+                     in_use.lock)
+        self.exit_status = FOLDER_IN_USE
         return self.exit_status
 
     def refused(self, status):

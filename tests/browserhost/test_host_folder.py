@@ -31,3 +31,16 @@ def test_a_folder_held_by_a_running_host_is_refused_naming_it_and_free_once_it_i
         assert (tmp_path / "local" / host_folder.LOCK_FILE).read_text().strip() == str(os.getpid())
     finally:
         os.close(descriptor)
+
+
+def test_a_credential_is_held_once_in_a_lock_named_by_its_hash_never_by_itself(tmp_path):
+    descriptor = host_folder.hold_credential(tmp_path, "lbh_secret")
+    try:
+        with pytest.raises(host_folder.FolderInUse) as refused:
+            host_folder.hold_credential(tmp_path, "lbh_secret")
+        assert refused.value.pid == os.getpid() and refused.value.lock.parent == tmp_path
+        assert [path.name for path in tmp_path.iterdir()] == [refused.value.lock.name]
+        assert "secret" not in refused.value.lock.name
+        os.close(host_folder.hold_credential(tmp_path, "lbh_other"))  # another host's, in the same BROWSER_HOST_DIR
+    finally:
+        os.close(descriptor)

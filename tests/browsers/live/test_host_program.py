@@ -168,3 +168,30 @@ def test_a_second_host_for_the_same_folder_refuses_to_start_and_touches_nothing_
                         timeout=10)
     assert version.status_code == 200 and "Chrome" in version.json()["Browser"]
     assert sdk.browsers.retrieve(created.session_id).deleted_at is None
+
+
+def test_a_second_host_with_the_same_credential_refuses_before_registering_and_the_first_keeps_its_sessions(
+        lantern, sdk, tmp_path):
+    """#34 item 15, one app: a host started twice with one credential (a unit started twice, a run by hand beside
+    systemd's). The app ends every session of a host that registers, so the second must refuse before it
+    registers: it exits 5 naming the first's pid, and the first's session stays active on a live host."""
+    first = lantern.hosts[0]
+    created = sdk.browsers.create(headless=True)
+    assert created.session_id in first.health()["sessions"]
+    second = subprocess.Popen(
+        [sys.executable, "-S", "-m", "browserhost", "--bind", f"127.0.0.1:{free_port()}",
+         "--advertise", f"http://127.0.0.1:{first.port}"],  # the address the app has for this credential
+        cwd=ROOT, env=host_env(lantern.env, lantern.base_url, first.credential, host_packages(tmp_path / "py")),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = second.communicate(timeout=60)
+    finally:
+        stop(second)
+    session = sdk.browsers.retrieve(created.session_id, include_deleted=True)
+    assert session.deleted_at is None, session  # not ended host_restarted
+    assert created.session_id in first.health()["sessions"]
+    listed = [line for line in run_cli(lantern.env, "browsers", "hosts", "list").splitlines() if "first" in line]
+    assert listed and " live " in listed[0]
+    assert second.returncode == 5, output
+    [refusal] = [line for line in output.splitlines() if "another browser host" in line]
+    assert f"(pid {first.process.pid})" in refusal and "credential" in refusal
