@@ -91,7 +91,6 @@ class LaunchOptions:
     viewport: tuple[int, int] | None = None     # innerWidth, innerHeight; Chromium widens a width under 500
     timezone: str | None = None                 # IANA name, e.g. "Asia/Tokyo"
     locale: str | None = None                   # BCP 47, e.g. "fr-FR"
-    start_url: str | None = None
     extension_dirs: list[str] = field(default_factory=list)  # unpacked extensions
     allowed_hosts: list[str] | None = None      # None: no restriction
     stealth: bool = False
@@ -175,9 +174,7 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sand
         argv.append(f"--host-resolver-rules={host_resolver_rules(options.allowed_hosts)}")
     if options.stealth:
         argv += [f"--user-agent={stealth_user_agent(binary)}", "--disable-blink-features=AutomationControlled"]
-    if options.start_url and options.start_url.startswith("-"):
-        raise ValueError(f"not a URL: {options.start_url!r}")  # it would be read as a switch
-    argv.append(options.start_url or "about:blank")
+    argv.append("about:blank")  # the session's start page is its capture's to load, once attached (server.py)
     return argv, env
 
 
@@ -302,7 +299,7 @@ class Browser:
         return cls(process, workdir, devtools, log_path, "/tmp", box)
 
     def _measure_chrome_height(self, timeout):
-        """outerHeight - innerHeight of a fresh blank window (the first tab may be loading start_url)."""
+        """outerHeight - innerHeight of a fresh blank window (the first tab is the session's, left as it is)."""
         with CdpClient(self.devtools, timeout=timeout) as cdp:
             target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
             gone = threading.Event()

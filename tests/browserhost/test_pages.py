@@ -28,7 +28,7 @@ def extension(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory, site, extension):
     browser = Browser.start(CHROMIUM, tmp_path_factory.mktemp("pages"), LaunchOptions(
-        viewport=VIEWPORT, timezone="Asia/Tokyo", locale="fr-FR", stealth=True, start_url=f"{site.url}/first",
+        viewport=VIEWPORT, timezone="Asia/Tokyo", locale="fr-FR", stealth=True,
         extension_dirs=[str(extension)], allowed_hosts=["127.0.0.1", "test.localhost"]))
     yield browser
     browser.stop()
@@ -51,8 +51,8 @@ def page(context):
 
 
 def test_every_page_has_the_requested_viewport(context, page, site):
-    first = context.pages[0]  # the start page, which may still be loading
-    first.wait_for_url("**/first")
+    first = context.pages[0]  # the first tab, as Chromium opened it
+    first.goto(f"{site.url}/first")
     page.goto(f"{site.url}/new")
 
     for each in (first, page):
