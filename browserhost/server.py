@@ -56,7 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from browserhost import cgroups, computer, host_folder, launch, replays, sandbox, storage
+from browserhost import cgroups, computer, host_folder, launch, replays, resolver, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.display import Display
@@ -381,6 +381,11 @@ class BrowserHostServer:
         if not body.get("headless") and not self.headful:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
+        try:
+            resolver.normalize_hosts(body.get("allowed_hosts") or ())
+        except ValueError as error:  # the app takes any string: what no resolver can look up is refused here
+            logger.warning("session %s refused: network.allowed_hosts: %s", session_id, error)
+            return 400, {"code": "bad_request", "message": f"network.allowed_hosts: {error}"}
         with self.lock:
             if self.shutting_down:
                 return 503, {"code": "browser_host_stopping", "message": f"Browser host {self.name} is stopping."}

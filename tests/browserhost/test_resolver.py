@@ -8,6 +8,7 @@ import pytest
 
 from browserhost import launch, resolver, sandbox
 from tests.browserhost.fake_dns import FakeDns
+from tests.browserhost.helpers import host_server
 from tests.live_server import cannot_sandbox
 
 can_sandbox = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
@@ -83,3 +84,18 @@ def test_names_on_a_network_the_operator_opened_resolve_in_a_session_and_no_othe
 
     assert lines == {"office.test": "10.1.2.3", "public.test": "93.184.215.14", "elsewhere.test": "-",
                      "shared.test": "-", "benchmark.test": "-", "multicast.test": "-"}
+
+
+def test_a_start_whose_allowlist_holds_what_is_not_a_host_is_a_400_naming_it(tmp_path, monkeypatch):
+    """Before, such a start failed inside the launch (a 500, which the app answers as a 503 the SDKs retry), or
+    started with the host left out of the resolver."""
+    server = host_server(tmp_path)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: nothing may be launched
+    monkeypatch.setattr(server, "_launch", lambda hosted, body: pytest.fail("a browser was launched"))
+
+    status, answer = server.start_browser({"session_id": "s1", "headless": True,
+                                           "allowed_hosts": ["example.com", "exa mple.com"]})
+
+    assert status == 400 and answer["code"] == "bad_request"
+    assert "network.allowed_hosts" in answer["message"] and "'exa mple.com'" in answer["message"]
+    assert "s1" not in server.hosted
