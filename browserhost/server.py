@@ -398,14 +398,18 @@ class BrowserHostServer:
                                                       start_deadline=time.monotonic() + start_seconds)
         try:
             self._launch(hosted, body)
-        except launch.StartTimedOut as error:
-            logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
-            self._teardown(hosted, save=False)
-            return 503, {"code": "browser_host_busy", "message": f"The browser did not start within the start "
-                         f"deadline ({start_seconds:g} s): browser host {self.name} is too busy; retry later"}
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
-            logger.exception("starting the browser of session %s failed", session_id)  # the detail: this log only
+            # A browser that did not answer within the start's time: the machine is too busy, a later start may do.
+            busy = isinstance(error, launch.StartTimedOut) or (
+                isinstance(error, CdpError) and time.monotonic() >= hosted.start_deadline)
+            if busy:
+                logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
+            else:
+                logger.exception("starting the browser of session %s failed", session_id)  # the detail: this log only
             self._teardown(hosted, save=False)
+            if busy:
+                return 503, {"code": "browser_host_busy", "message": f"The browser did not start within the start "
+                             f"deadline ({start_seconds:g} s): browser host {self.name} is too busy; retry later"}
             return 500, {"code": "browser_start_failed", "message": start_failure(error)}
         with self.lock:
             hosted.starting = False
@@ -446,7 +450,7 @@ class BrowserHostServer:
         state = body.get("profile_state")
         if state:
             hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
-            with CdpClient(hosted.browser.devtools) as cdp:
+            with CdpClient(hosted.browser.devtools, timeout=self._time_left(hosted, "loading the profile")) as cdp:
                 storage.load_state(cdp, state)
         hosted.capture = Capture(hosted.browser.devtools, categories=lambda: hosted.categories,
                                  sink=lambda events: self.reports.telemetry(hosted.session_id, events),
@@ -463,9 +467,35 @@ class BrowserHostServer:
                           f"{'headless' if options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
-        if body.get("start_url") and not hosted.capture.load_start_page(body["start_url"]):
-            self.note(hosted, "the start page could not be opened: the browser's first tab did not answer",
-                      level=logging.WARNING)
+        if body.get("start_url"):
+            self._open_start_page(hosted, body["start_url"])
+
+    def _open_start_page(self, hosted, url):
+        """Navigate the first tab (Chromium started it on about:blank) to the session's start page once the capture
+        has set the tab up, so that the page's events are all captured; when the capture has no hold of the tab
+        within the start's time, over a connection of its own (the page's first events are lost: the session's log
+        says so). The start fails when the browser does not take it either."""
+        if hosted.capture.load_start_page(url, timeout=self._time_left(hosted, "opening the start page")):
+            return
+        with CdpClient(hosted.browser.devtools, timeout=self._time_left(hosted, "opening the start page")) as cdp:
+            tab = next((info for info in cdp.call("Target.getTargets")["targetInfos"]
+                        if info["type"] == "page" and info["url"] == "about:blank"), None)
+            if tab is None:
+                cdp.call("Target.createTarget", {"url": url})
+            else:
+                session = cdp.call("Target.attachToTarget", {"targetId": tab["targetId"], "flatten": True})
+                # Not waited for (its answer comes once the page answers): sent before the close, it goes on.
+                cdp.send("Page.navigate", {"url": url}, session_id=session["sessionId"])
+        self.note(hosted, "the start page was opened without the telemetry capture, which had no hold of the first "
+                          "tab in time: its first events may be missing", level=logging.WARNING)
+
+    @staticmethod
+    def _time_left(hosted, step):
+        """Seconds left of the session's start for `step`; StartTimedOut when none is (the machine is too busy)."""
+        left = hosted.start_deadline - time.monotonic()
+        if left <= 0:
+            raise launch.StartTimedOut(f"the start deadline passed before {step}")
+        return left
 
     def note(self, hosted, message, level=logging.INFO):
         """One line of this host's own log about the session (`supervisor_process=browser-host`); once the session

@@ -12,7 +12,8 @@ Page.enable is through: those first events are lost, though the page's URL is kn
 (waitForDebuggerOnStart true was tried: under load the navigation still committed first). A caller
 that opens a page itself and must lose none of it waits for `wait_for_target(target_id)` first; the
 session's start page is loaded that way (`navigate_first_tab`): Chromium starts on about:blank, and the
-capture navigates its first tab once that tab's session is set up.
+capture navigates its first tab once that tab's session is set up (within the start's time left; when it
+cannot, the host navigates the tab over a connection of its own, server.py).
 
 A third thread, beside the CDP reader and the flusher, makes the calls a handler may not make (the
 reader would wait on itself): it fetches response bodies (network.py) and reads the document of each
@@ -119,7 +120,8 @@ class Connection:
         return bool(target) and target.ready.wait(max(0.0, deadline - time.monotonic()))
 
     def navigate_first_tab(self, url, timeout):
-        """Capture.load_start_page."""
+        """Capture.load_start_page: False when there was no tab of ours set up within `timeout` seconds (all of
+        the wait), or the browser did not take the navigation."""
         deadline = time.monotonic() + timeout
         with self._attaching:
             tab = self._attaching.wait_for(self._first_tab, timeout)
@@ -133,7 +135,7 @@ class Connection:
             # Not waited for: its answer comes once the start page answers, which may take long.
             self.cdp.send("Page.navigate", {"url": url}, session_id=tab.session_id)
         except CdpError as error:
-            log.warning("the start page %s could not be opened: %s", url, error)
+            log.warning("the capture could not open the start page %s in the first tab: %s", url, error)
             return False
         return True
 
