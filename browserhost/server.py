@@ -472,9 +472,9 @@ class BrowserHostServer:
 
     def _open_start_page(self, hosted, url):
         """Navigate the first tab (Chromium started it on about:blank) to the session's start page once the capture
-        has set the tab up, so that the page's events are all captured; when the capture has no hold of the tab
-        within the start's time, over a connection of its own (the page's first events are lost: the session's log
-        says so). The start fails when the browser does not take it either."""
+        has set the tab up, so that the page's events are all captured; when the capture cannot (its connection
+        lost), over a connection of its own (the page's first events are lost: the session's log says so). Within
+        the start's deadline: StartTimedOut past it."""
         if hosted.capture.load_start_page(url, timeout=self._time_left(hosted, "opening the start page")):
             return
         with CdpClient(hosted.browser.devtools, timeout=self._time_left(hosted, "opening the start page")) as cdp:
@@ -486,8 +486,8 @@ class BrowserHostServer:
                 session = cdp.call("Target.attachToTarget", {"targetId": tab["targetId"], "flatten": True})
                 # Not waited for (its answer comes once the page answers): sent before the close, it goes on.
                 cdp.send("Page.navigate", {"url": url}, session_id=session["sessionId"])
-        self.note(hosted, "the start page was opened without the telemetry capture, which had no hold of the first "
-                          "tab in time: its first events may be missing", level=logging.WARNING)
+        self.note(hosted, "the start page was opened without the telemetry capture, which could not open it: its "
+                          "first events may be missing", level=logging.WARNING)
 
     @staticmethod
     def _time_left(hosted, step):
