@@ -44,6 +44,7 @@ import time
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
+from lantern_wire import keyboard
 
 # One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one click of an X display's wheel
 # scrolls in Chromium (measured: 3 clicks, 360 px), so both kinds of session scroll alike.
@@ -190,7 +191,7 @@ class Screen:
                 page.press(combination, held, duration / 1000)
 
     def _type_text(self, page, text, delay=0):
-        char = keys.untypable(text)
+        char = keyboard.untypable(text)
         if char is not None:  # before anything is typed: never half a text
             raise keys.UnknownKey(f"character {char!r} (U+{ord(char):04X}) cannot be typed")
         page.type(text, delay)

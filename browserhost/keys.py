@@ -8,8 +8,6 @@ or Meta is held, as on a real keyboard).
 """
 from dataclasses import dataclass
 
-from lantern_wire.keyboard import untypable  # noqa: F401 - the app's rule too, checked again before typing
-
 
 class UnknownKey(ValueError):
     """A key name neither X11 nor this table knows."""
