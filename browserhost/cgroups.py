@@ -71,27 +71,34 @@ class Cgroup:
         return any(folder.exists() for folder in self.folders())
 
     def create(self, memory_bytes, pids_max, cpus=None):
-        """Make it with its caps (`cpus`: cores it may keep busy at most, None: no bound); with cores
-        contended, sessions share them in proportion to their bounds."""
+        """Make it with its caps; with cores contended, sessions share them in proportion to their `cpus`, which
+        `bound_cpu` makes a bound (until then it has none)."""
         self.parent_ready()
         for folder in self.folders():
             folder.mkdir(exist_ok=True)
-        quota = "max" if cpus is None else max(1000, round(cpus * CPU_PERIOD_US))
         if self.unified():
             folder = self.folders()[0]
             _write(folder / "memory.max", memory_bytes)
             _write(folder / "memory.swap.max", 0, required=False)
             _write(folder / "pids.max", pids_max)
-            _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
             _write(folder / "cpu.weight", min(10_000, max(1, round(100 * (cpus or 1)))))
         else:
             memory, pids, cpu = self.folders()
             _write(memory / "memory.limit_in_bytes", memory_bytes)
             _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
             _write(pids / "pids.max", pids_max)
-            _write(cpu / "cpu.cfs_period_us", CPU_PERIOD_US)
-            _write(cpu / "cpu.cfs_quota_us", -1 if quota == "max" else quota)
             _write(cpu / "cpu.shares", min(262_144, max(2, round(1024 * (cpus or 1)))))
+        self.bound_cpu(None)
+
+    def bound_cpu(self, cpus):
+        """At most `cpus` cores busy from now on (None: no bound)."""
+        quota = None if cpus is None else max(1000, round(cpus * CPU_PERIOD_US))
+        if self.unified():
+            _write(self.folders()[0] / "cpu.max", f"{quota or 'max'} {CPU_PERIOD_US}")
+        else:
+            cpu = self.folders()[2]
+            _write(cpu / "cpu.cfs_period_us", CPU_PERIOD_US)
+            _write(cpu / "cpu.cfs_quota_us", quota or -1)
 
     def limits(self):
         """(memory cap in bytes, most processes and threads, cores at most or None) as the kernel holds them."""

@@ -237,6 +237,8 @@ class Browser:
                 log.warning("browser UI is %s px high, not %s: relaunching %s", height, CHROME_HEIGHT, binary)
                 browser.stop()
                 browser = cls._launch(binary, workdir, options, max(deadline - time.monotonic(), 0.0), height, box)
+        if box is not None:
+            box.bound_cpu()
         return browser
 
     @classmethod

@@ -38,9 +38,9 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   link and only as a socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
   `run/` (Xvfb's log) is a 1 MiB tmpfs the host mounts, since downloads may be pointed there too.
 - **Limits** (browserhost/cgroups.py): a cgroup per session (v2, or v1's memory, pids and cpu
-  controllers), memory and process caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most, and a weight
-  in proportion when cores are contended); every process of the session is in it from its start,
-  slirp4netns and the relays included.
+  controllers), memory and process caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most once its
+  browser answers, `bound_cpu`, and a weight in proportion when cores are contended); every process of
+  the session is in it from its start, slirp4netns and the relays included.
   The kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
   (BROWSER_SANDBOXES_MEMORY_MB), so the OOM killer then ends a browser, not the app or its database.
@@ -428,6 +428,11 @@ class Sandbox:
 
     def devtools_socket(self):
         return str(self.devtools_folder / DEVTOOLS_SOCKET)
+
+    def bound_cpu(self):
+        """Hold it to the policy's cores from now on: once its browser answers, before anything of a tenant runs.
+        Chromium's own start takes several cores for a moment, and a start held to one is much slower."""
+        self.cgroup.bound_cpu(self.policy.cpus)
 
     def oom_kills(self):
         return self.cgroup.oom_kills()

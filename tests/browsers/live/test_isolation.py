@@ -323,7 +323,9 @@ def test_a_session_spinning_on_every_core_leaves_others_their_start(sdk, lantern
     spinner = Spinner(sdk, f"{site.url}/")
     try:
         spinner.start()
-        used = cores_used(sandbox_of(lantern, spinner.session_id).cgroup.pids)
+        cgroup = sandbox_of(lantern, spinner.session_id).cgroup
+        assert cgroup.limits()[2] == 1.0  # bound once its browser answered (its start was not)
+        used = cores_used(cgroup.pids)
         assert used < 1.2, f"a session bound to 1 core kept {used:.2f} cores busy"
     finally:
         spinner.close()
