@@ -44,7 +44,7 @@ def test_a_stop_while_the_browser_starts_ends_it_once_started(tmp_path, monkeypa
 
 def test_an_answer_to_a_caller_that_left_is_dropped_without_a_traceback():
     """#26.7: a worker that gave up waiting (its socket closed) must not make the host print a traceback."""
-    from browserhost.server import ControlHandler
+    from browserhost.control import ControlHandler
 
     class Gone:
         def write(self, data):
