@@ -36,7 +36,7 @@ def loopback_port():
 
 class LocalServer:
     """A threaded HTTP server on a free 127.0.0.1 port that browser sandboxes may reach (LOOPBACK_PORTS);
-    subclasses implement `get(handler)` (and `post(handler)`, `put(handler)` to take POSTs and PUTs)."""
+    subclasses implement `get(handler)` (and `post`, `put`, `delete` to take those methods)."""
 
     protocol = "HTTP/1.0"  # "HTTP/1.1" keeps connections open, as a reverse proxy's are
 
@@ -68,6 +68,10 @@ class LocalServer:
                 fake.paths.append(self.path)
                 fake.put(self)
 
+            def do_DELETE(self):
+                fake.paths.append(self.path)
+                fake.delete(self)
+
             def answer(self, status, body, content_type="application/json"):
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
@@ -90,6 +94,9 @@ class LocalServer:
 
     def put(self, handler):
         handler.answer(405, {"message": "PUT is not served here"})
+
+    def delete(self, handler):
+        handler.answer(405, {"message": "DELETE is not served here"})
 
     def stop(self):
         self._server.shutdown()

@@ -1,3 +1,4 @@
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -6,8 +7,10 @@ from app import streams
 from app.browsers import hosts
 from app.browsers.models import BrowserHost, BrowserSession
 from app.core.db import db
+from app.core.errors import ApiError
 from app.streams.memory import MemoryChannels
 from lantern_wire.hosts import REGISTER, REPORTS
+from tests.fakes import LocalServer
 
 REGISTRATION = {"address": "http://127.0.0.1:8790", "capacity": 4, "headful": False, "unavailable_reason": None}
 
@@ -85,3 +88,28 @@ def on_host(app, session_id, name):
     with app.app_context(), db.connection_context():
         host = BrowserHost.get(BrowserHost.name == name)
         BrowserSession.update(host=host.id).where(BrowserSession.id == session_id).execute()
+
+
+class SlowHost(LocalServer):
+    """A host's control API answering every POST with `reply` (status, body) after `delay` seconds."""
+
+    def __init__(self, reply, delay=0.0):
+        super().__init__()
+        self.reply, self.delay = reply, delay
+
+    def post(self, handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        time.sleep(self.delay)
+        try:
+            handler.answer(*self.reply)
+        except OSError:  # the app gave up waiting
+            pass
+
+
+def placed(app):
+    """The name of the host a new session would be placed on, or the error's code."""
+    with app.test_request_context(), db.connection_context():
+        try:
+            return hosts.place(headful=False).name
+        except ApiError as error:
+            return error.code

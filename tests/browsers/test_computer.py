@@ -1,14 +1,12 @@
 """The computer API's checks before anything reaches a browser (app/browsers/computer*.py); what the browser
 does is tested on a real one (tests/browsers/live/test_computer.py)."""
-import time
 
 import pytest
 
 from app.browsers import computer, hosts
 from app.browsers.models import BrowserSession
 from app.core.db import db
-from tests.browsers.conftest import on_host
-from tests.fakes import LocalServer
+from tests.browsers.conftest import SlowHost, on_host
 
 
 @pytest.fixture
@@ -53,20 +51,11 @@ def test_every_method_of_the_sdk_has_its_route(anonymous):
                       "get_mouse_position", "move_mouse", "press_key", "screenshot", "scroll", "type"}
 
 
-class ComputerHost(LocalServer):
+class ComputerHost(SlowHost):
     """A host's computer API answering `reply` (status, body) after `delay` seconds."""
 
     def __init__(self, reply=(200, {"results": [None]}), delay=0.0):
-        super().__init__()
-        self.reply, self.delay = reply, delay
-
-    def post(self, handler):
-        handler.rfile.read(int(handler.headers["Content-Length"]))
-        time.sleep(self.delay)
-        try:
-            handler.answer(*self.reply)
-        except OSError:  # the app gave up waiting
-            pass
+        super().__init__(reply, delay)
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ from app.browsers import hosts, relay
 from app.browsers.models import BrowserHost, BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import db
-from app.core.errors import ApiError
 from lantern_wire.hosts import HEARTBEAT, REGISTER, REPLAYS, REPORTS, STOPPED, control_key, credential_hash
-from tests.browsers.conftest import REGISTRATION, HostPoster, console, on_host
+from tests.browsers.conftest import REGISTRATION, HostPoster, console, on_host, placed
 from tests.fakes import LocalServer
 
 
@@ -186,22 +185,15 @@ def test_an_operators_limit_caps_what_a_host_registers_and_can_drain_it(app, cli
     _, post = add_host("h1")  # registers capacity 4
     runner = app.test_cli_runner()
 
-    def placed():
-        with app.test_request_context(), db.connection_context():
-            try:
-                return hosts.place(headful=False).name
-            except ApiError as error:
-                return error.code
-
     session_id = new_browser()["session_id"]
     on_host(app, session_id, "h1")
     assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "1"]).exit_code == 0
-    assert placed() == "no_browser_capacity"
+    assert placed(app) == "no_browser_capacity"
     assert "capacity 4 (limit 1)" in runner.invoke(args=["browsers", "hosts", "list"]).output
     assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "2"]).exit_code == 0
-    assert placed() == "h1"
+    assert placed(app) == "h1"
     assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "0"]).exit_code == 0  # drained
-    assert placed() == "no_browser_capacity"
+    assert placed(app) == "no_browser_capacity"
     assert client.get(f"/browsers/{session_id}").status_code == 200  # what runs goes on
     # Neither the host registering again (with any capacity) nor a new credential lifts it.
     assert post(REGISTER, dict(REGISTRATION, capacity=2**31 - 1)).status_code == 200
@@ -209,7 +201,7 @@ def test_an_operators_limit_caps_what_a_host_registers_and_can_drain_it(app, cli
     with app.app_context(), db.connection_context():
         assert BrowserHost.get(BrowserHost.name == "h1").browsers_allowed == 0
     assert runner.invoke(args=["browsers", "hosts", "limit", "h1", "none"]).exit_code == 0
-    assert placed() == "h1"
+    assert placed(app) == "h1"
     assert "(limit" not in runner.invoke(args=["browsers", "hosts", "list"]).output
     for wrong, told in (("-1", "'-1'"), ("two", "'two'"), ("²", "'²'"), (str(2**31), "whole number")):
         refused = runner.invoke(args=["browsers", "hosts", "limit", "h1", wrong])

@@ -4,10 +4,8 @@ or refuses a start having taken nothing is skipped for another with room, within
 answer may still start there is stopped; a host that misses its heartbeats leaves placement within about two
 beats."""
 import json
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,8 +13,9 @@ from app.browsers import drivers, host_reports, hosts
 from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
-from app.core.errors import ApiError
+from tests.browsers.conftest import placed
 from tests.conftest import client_for
+from tests.fakes import LocalServer
 
 STARTED = (201, {"pid": 1, "browser_path": "/devtools/browser/x"})
 DROPPED = None  # a host that dies with the start under way: the connection closes unanswered
@@ -26,50 +25,30 @@ def refusal(code):
     return 503, {"code": code, "message": f"the host says {code}"}
 
 
-class FakeHost:
+class FakeHost(LocalServer):
     """A host's control API on a free port: starts are answered `reply` (after `delay` seconds), stops are
     answered; both are noted."""
 
     def __init__(self, delay=0.0, reply=STARTED):
+        super().__init__()
         self.delay, self.reply, self.requests, self.bodies = delay, reply, [], []
-        fake = self
+        self.start(("127.0.0.1", 0))
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                fake.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                fake.requests.append(("POST", self.path))
-                time.sleep(fake.delay)
-                if fake.reply is DROPPED:
-                    self.close_connection = True
-                else:
-                    self.answer(*fake.reply)
+    def post(self, handler):
+        self.bodies.append(json.loads(handler.rfile.read(int(handler.headers["Content-Length"]))))
+        self.requests.append(("POST", handler.path))
+        time.sleep(self.delay)
+        if self.reply is DROPPED:
+            handler.close_connection = True
+            return
+        try:
+            handler.answer(*self.reply)
+        except OSError:  # the app gave up waiting
+            pass
 
-            def do_DELETE(self):  # noqa: N802
-                fake.requests.append(("DELETE", self.path))
-                self.answer(200, {"profile_state": None})
-
-            def answer(self, status, body):
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the app gave up waiting
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def delete(self, handler):
+        self.requests.append(("DELETE", handler.path))
+        handler.answer(200, {"profile_state": None})
 
 
 @pytest.fixture
@@ -196,13 +175,6 @@ def test_a_host_that_missed_two_beats_is_placed_only_when_no_punctual_host_has_r
     add_live_host(app, "b-punctual", fake_hosts().url, capacity=1)
     client = client_for(app, make_org().plaintext)
 
-    def placed():
-        with app.test_request_context(), db.connection_context():
-            try:
-                return hosts.place(headful=False).name
-            except ApiError as error:
-                return error.code
-
-    assert placed() == "b-punctual"
+    assert placed(app) == "b-punctual"
     assert client.post("/browsers", json={"headless": True}).status_code == 201  # b-punctual is now full
-    assert placed() == "a-late"
+    assert placed(app) == "a-late"

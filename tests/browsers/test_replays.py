@@ -3,7 +3,6 @@ host may send, and what a replay answers in each state. Recording itself is test
 (tests/browsers/live/test_computer.py)."""
 import os
 import threading
-import time
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -17,8 +16,7 @@ from app.core.db import db
 from browserhost import replays as host_replays
 from browserhost.uplink import AppClient
 from lantern_wire.hosts import REPLAYS
-from tests.browsers.conftest import on_host
-from tests.fakes import LocalServer
+from tests.browsers.conftest import SlowHost, on_host
 
 
 @pytest.fixture
@@ -148,20 +146,11 @@ def no_pause(seconds):
     raise AssertionError("a refused upload is not tried again")
 
 
-class RecordingHost(LocalServer):
+class RecordingHost(SlowHost):
     """Answers a start of a recording as a host does, or `reply` (status, body), after `delay` seconds."""
 
     def __init__(self, reply=(201, {"started_at": 1700000000.5}), delay=0.0):
-        super().__init__()
-        self.reply, self.delay = reply, delay
-
-    def post(self, handler):
-        handler.rfile.read(int(handler.headers["Content-Length"]))
-        time.sleep(self.delay)
-        try:
-            handler.answer(*self.reply)
-        except OSError:  # the app gave up waiting
-            pass
+        super().__init__(reply, delay)
 
 
 def recorded_by(app, session_id, host):
