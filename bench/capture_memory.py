@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browserhost import launch  # noqa: E402
 from browserhost.cdp import CdpClient  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
-from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
+from tests.live_server import serve_with_a_host  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/capture_memory.py", *sys.argv[1:]])
@@ -42,22 +42,11 @@ def memory_mb(pid, field):
 def lantern(max_message_mb):
     """(SDK client, host pid): gunicorn and one browser host with BROWSER_CAPTURE_MAX_MESSAGE_MB
     `max_message_mb`; stopped afterwards."""
-    with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
-        workdir = Path(scratch)
-        env = server_env(database_url, workdir)
-        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"),
-                   LANTERN_BROWSER_CAPTURE_MAX_MESSAGE_MB=str(max_message_mb))
-        run_cli(env, "db", "upgrade")
-        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
-            host, _ = browser_host(env, workdir, "bench", capacity=2, app_url=base_url)
-            client = kernel.Kernel(api_key=key, base_url=base_url, max_retries=0, timeout=60)
-            try:
+    bound = {"LANTERN_BROWSER_CAPTURE_MAX_MESSAGE_MB": str(max_message_mb)}
+    with tempfile.TemporaryDirectory() as scratch:
+        with serve_with_a_host(Path(scratch), "bench", 2, bound) as (served, host):
+            with kernel.Kernel(api_key=served.api_key, base_url=served.base_url, max_retries=0, timeout=60) as client:
                 yield client, host.pid
-            finally:
-                client.close()
-                host.terminate()
-                host.wait(timeout=30)
 
 
 def run(max_message_mb, site, args):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browserhost import launch, sandbox  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
 from tests.browsers.live.spinning import Spinner, cores_used, idle_and_busy  # noqa: E402
-from tests.live_server import browser_host, cannot_sandbox, gunicorn, private_database, run_cli, server_env  # noqa: E402
+from tests.live_server import cannot_sandbox, serve_with_a_host  # noqa: E402
 
 COMMAND = shlex.join([".venv/bin/python", "bench/cpu_share.py", *sys.argv[1:]])
 
@@ -31,22 +31,10 @@ COMMAND = shlex.join([".venv/bin/python", "bench/cpu_share.py", *sys.argv[1:]])
 def lantern_with_a_host(cpus):
     """(SDK client, host workdir): gunicorn and one browser host with BROWSER_SANDBOX_CPUS `cpus`, on a private
     database; all stopped afterwards."""
-    with tempfile.TemporaryDirectory() as scratch, private_database(Path(scratch)) as database_url:
-        workdir = Path(scratch)
-        env = server_env(database_url, workdir)
-        env.update(LANTERN_BROWSER_DRIVER="host", LANTERN_BROWSER_HOST_DIR=str(workdir / "hosts"),
-                   LANTERN_BROWSER_SANDBOX_CPUS=str(cpus))
-        run_cli(env, "db", "upgrade")
-        key = run_cli(env, "orgs", "create", "--name", "bench", "--owner-email", "b@x.test").split()[-1]
-        with gunicorn(env, workdir / "gunicorn.log", workers=1) as base_url:
-            host, _ = browser_host(env, workdir, "bench", capacity=4, app_url=base_url)
-            client = kernel.Kernel(api_key=key, base_url=base_url, max_retries=0, timeout=120)
-            try:
-                yield client, workdir / "hosts" / "bench"
-            finally:
-                client.close()
-                host.terminate()
-                host.wait(timeout=30)
+    with tempfile.TemporaryDirectory() as scratch, serve_with_a_host(
+            Path(scratch), "bench", 4, {"LANTERN_BROWSER_SANDBOX_CPUS": str(cpus)}) as (served, _):
+        with kernel.Kernel(api_key=served.api_key, base_url=served.base_url, max_retries=0, timeout=120) as client:
+            yield client, Path(scratch) / "hosts" / "bench"
 
 
 def measure(cpus, url, rounds):

@@ -187,6 +187,21 @@ def serve_with_organization(workdir, org_name, *, workers=1, worker_connections=
             yield Served(base_url=base_url, api_key=api_key, env=env, log_path=log_path)
 
 
+@contextmanager
+def serve_with_a_host(workdir, name, capacity, env_updates=None):
+    """serve_with_organization with the host driver and one browser host `name` beside it (its folder under
+    workdir/hosts); yields (Served, the host's process), both stopped afterwards."""
+    updates = {"LANTERN_BROWSER_DRIVER": "host", "LANTERN_BROWSER_HOST_DIR": str(workdir / "hosts"),
+               **(env_updates or {})}
+    with serve_with_organization(workdir, name, env_updates=updates) as served:
+        process, _ = browser_host(served.env, workdir, name, capacity, app_url=served.base_url)
+        try:
+            yield served, process
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
 @functools.cache
 def cannot_sandbox():
     """What this machine lacks to sandbox browsers ([]: nothing), as a browser host finds at its start."""
