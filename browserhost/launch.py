@@ -95,6 +95,8 @@ class LaunchOptions:
     allowed_hosts: list[str] | None = None      # None: no restriction
     stealth: bool = False
     display: str | None = None                  # X display (":99") for a headful browser
+    kiosk: bool = False                         # a headful browser without its tab strip and toolbar
+    chrome_policy: dict | None = None           # enterprise policies (a sandbox's managed policy file)
 
 
 @functools.cache
@@ -287,7 +289,8 @@ class Browser:
         env["BREAKPAD_DUMP_LOCATION"] = f"{sandbox.INSIDE_HOME}/.crash-dumps"
         log_path = workdir / "chromium.log"
         with open(log_path, "ab") as log_file:
-            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS)], screen=screen,
+            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS),
+                                                  *box.chrome_policy_binds(options.chrome_policy)], screen=screen,
                                 devtools=True,
                                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)

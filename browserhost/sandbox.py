@@ -72,6 +72,8 @@ TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux"
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
+# Where Debian's Chromium reads enterprise policies an administrator sets (chrome://policy shows them).
+INSIDE_MANAGED_POLICIES = "/etc/chromium/policies/managed"
 DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
 RUN_BYTES = 1024 * 1024  # run/: Xvfb's log
@@ -285,6 +287,18 @@ class Sandbox:
         (self.etc / "resolv.conf").write_text(f"nameserver {resolver.LISTEN}\noptions edns0\n")
         for name in ETC_GENERATED:
             (self.etc / name).chmod(0o644)
+
+    def chrome_policy_binds(self, policies):
+        """The (outside, inside) binds that give the sandbox's Chromium `policies` (a dict of enterprise policies,
+        or None for none) as its managed policies: a file of root's under etc/, read-only inside."""
+        if not policies:
+            return []
+        folder = self.etc / "chromium-policies"
+        folder.mkdir(mode=0o755, exist_ok=True)
+        path = folder / "lantern.json"
+        path.write_text(json.dumps(policies))
+        path.chmod(0o644)
+        return [(folder, INSIDE_MANAGED_POLICIES)]
 
     def _make_network(self):
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)

@@ -360,6 +360,9 @@ class BrowserHostServer:
         if not body.get("headless") and not self.headful:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
+        if body.get("chrome_policy") and self.policy is None:
+            return 400, {"code": "bad_request", "message": "chrome_policy needs a sandboxed browser host (each session's "
+                         "policy file is its sandbox's): this one runs with BROWSER_SANDBOX=off."}
         try:
             resolver.normalize_hosts(body.get("allowed_hosts") or ())
         except ValueError as error:  # the app takes any string: what no resolver can look up is refused here
@@ -418,7 +421,7 @@ class BrowserHostServer:
             headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
             timezone=location.get("timezone"), locale=location.get("locale"),  # start_url: loaded by the capture
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
-            display=display)
+            display=display, kiosk=bool(body.get("kiosk_mode")), chrome_policy=body.get("chrome_policy"))
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
                                               timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
         screen = None if options.headless else Display(

@@ -125,8 +125,7 @@ class HostDriver:
     name = "host"
     # Create options a host cannot apply (given with a value that asks for something), and what a
     # PATCH cannot change in a running browser.
-    UNSUPPORTED_ON_CREATE = {"chrome_policy": "Chrome policies", "kiosk_mode": "kiosk mode", "gpu": "GPUs",
-                             "video_memory": "video memory", "vaults": "credential vaults"}
+    UNSUPPORTED_ON_CREATE = {"gpu": "GPUs", "video_memory": "video memory", "vaults": "credential vaults"}
     UNSUPPORTED_ON_UPDATE = {"viewport": "a new viewport", "location": "a new location", "network": "a new network "
                              "allowlist", "profile": "a profile", "start_url": "a new start_url"}
 
@@ -149,7 +148,8 @@ class HostDriver:
         body = {"session_id": session.id, "headless": session.headless, "stealth": session.stealth,
                 "memory": session.memory,
                 "viewport": settings.get("viewport") or DEFAULT_VIEWPORT, "location": settings.get("location"),
-                "start_url": settings.get("start_url"),
+                "start_url": settings.get("start_url"), "kiosk_mode": bool(settings.get("kiosk_mode")),
+                "chrome_policy": settings.get("chrome_policy"),
                 "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
                 "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
                 "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,

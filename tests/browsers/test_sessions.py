@@ -425,10 +425,9 @@ def test_long_log_paths_are_stored_and_overlong_ones_refused(client):
 
 
 @pytest.mark.parametrize("body, fields", [
-    ({"kiosk_mode": True}, ["kiosk_mode"]),
-    ({"chrome_policy": {"DefaultCookiesSetting": 2}, "gpu": True, "headless": False}, ["chrome_policy", "gpu"]),
+    ({"gpu": True, "headless": False}, ["gpu"]),
     ({"vaults": [{"name": "v"}]}, ["vaults"]),
-], ids=["kiosk", "policy-and-gpu", "vaults"])
+], ids=["gpu", "vaults"])
 def test_the_host_driver_refuses_what_it_cannot_apply(make_app, make_org, body, fields):
     app = make_app(BROWSER_DRIVER="host")
     host_client = client_for(app, make_org().plaintext)
