@@ -1,8 +1,10 @@
 """A small website with a login form, MFA steps and an SSO page, served on 127.0.0.1 for login-driver tests.
 
 Users (change `site.users`): carol has no MFA, alice has an authenticator app (TOTP with `site.totp_secret`),
-bob picks SMS (the code "texted" is appended to `site.sms_codes`) or the authenticator app. Sessions live in
-`site.sessions` (sid -> username); `site.expire_sessions()` logs everyone out.
+bob picks SMS (the code "texted" is appended to `site.sms_codes`) or the authenticator app; dana has an email
+address and the authenticator app. /login asks for an email or username and a password; /login/email asks for
+an email address (a type="email" input named "email") and a password. Sessions live in `site.sessions`
+(sid -> username); `site.expire_sessions()` logs everyone out.
 """
 import html
 import secrets
@@ -28,6 +30,14 @@ LOGIN = """{error}<form method="post" action="/login">
 </form>
 <p>or</p>
 <a class="sso" data-provider="google" href="/sso/google">Sign in with Google</a>"""
+EMAIL_LOGIN = """{error}<form method="post" action="/login/email">
+<input type="hidden" name="csrf" value="{csrf}">
+<label for="email">Email address</label>
+<input id="email" name="email" type="email" autocomplete="email" required>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+</form>"""
 CODE = """<p>{intro}</p>{error}<form method="post" action="{action}">
 <label for="otp">{label}</label>
 <input id="otp" name="otp" type="text" autocomplete="one-time-code" inputmode="numeric" maxlength="6">
@@ -54,6 +64,7 @@ class LoginSite(LocalServer):
             "carol": {"password": "carol-password", "mfa": None},
             "alice": {"password": "alice-password", "mfa": "totp"},
             "bob": {"password": "bob-password", "mfa": "choose"},
+            "dana": {"password": "dana-password", "mfa": "totp", "email": "dana@example.test"},
         }
         self.csrf = secrets.token_urlsafe(8)
         self.sessions = {}      # sid cookie -> username (logged in)
@@ -64,6 +75,8 @@ class LoginSite(LocalServer):
             ("GET", "/"): lambda req: page("Welcome", HOME),
             ("GET", "/login"): self.login_form,
             ("POST", "/login"): self.login,
+            ("GET", "/login/email"): self.email_login_form,
+            ("POST", "/login/email"): self.email_login,
             ("GET", "/mfa/choose"): self.choose_form,
             ("POST", "/mfa/choose"): self.choose,
             ("GET", "/mfa/totp"): self.totp_form,
@@ -85,6 +98,9 @@ class LoginSite(LocalServer):
         body = LOGIN.format(error=ERROR.format(error) if error else "", csrf=self.csrf, next=html.escape(next_path))
         return page("Sign in", body)
 
+    def email_login_form(self, req, error=None):
+        return page("Sign in", EMAIL_LOGIN.format(error=ERROR.format(error) if error else "", csrf=self.csrf))
+
     def login(self, req):
         if req.form.get("csrf") != self.csrf:
             return page("Bad request", "<p>The form expired. Reload the page.</p>", status=400)
@@ -92,8 +108,22 @@ class LoginSite(LocalServer):
         user = self.users.get(name)
         if user is None or user["password"] != password:
             return self.login_form(req, "Incorrect username or password.", req.form.get("next"))
+        return self.password_accepted(name, req.form.get("next"))
+
+    def email_login(self, req):
+        if req.form.get("csrf") != self.csrf:
+            return page("Bad request", "<p>The form expired. Reload the page.</p>", status=400)
+        email, password = req.form.get("email", ""), req.form.get("password", "")
+        name = next((n for n, u in self.users.items() if email and u.get("email") == email), None)
+        if name is None or self.users[name]["password"] != password:
+            return self.email_login_form(req, "Incorrect email address or password.")
+        return self.password_accepted(name)
+
+    def password_accepted(self, name, next_path=None):
+        """Signed in, or on to the user's MFA step."""
+        user = self.users[name]
         if not user.get("mfa"):
-            return self.signed_in(name, req.form.get("next"))
+            return self.signed_in(name, next_path)
         token = secrets.token_urlsafe(16)
         self.pending[token] = {"user": name, "sms": None}
         return redirect(f"/mfa/{user['mfa']}", cookie=f"mfa={token}; HttpOnly; Path=/")

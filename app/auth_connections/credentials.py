@@ -8,6 +8,7 @@ for each flow and never stored on the flow.
 import json
 from dataclasses import dataclass
 
+from app.auth_connections import meanings
 from app.auth_connections.models import AuthConnection
 from app.core import clock, crypto
 from app.core.errors import ApiError
@@ -17,8 +18,6 @@ from app.credentials.connect import ConnectError
 from app.credentials.models import Credential, CredentialProvider
 from app.orgs.models import Project
 
-IDENTIFIER_KEYS = ("username", "email", "identifier", "login", "user")
-
 
 class CredentialError(Exception):
     pass
@@ -26,21 +25,19 @@ class CredentialError(Exception):
 
 @dataclass
 class Login:
-    identifier: str | None
-    password: str | None
+    """A stored login: its values under the keys their owner chose, and a TOTP secret."""
+
+    values: dict
     totp_secret: str | None = None
     totp_settings: tuple = (None, None, None)  # algorithm, digits, period
 
-    def value_for(self, field_type):
-        """What this login answers for a prompt field of that type, or None."""
-        if field_type == "identifier":
-            return self.identifier
-        if field_type == "password":
-            return self.password
-        if field_type in ("code", "totp_code") and self.totp_secret:
-            algorithm, digits, period = self.totp_settings
-            return totp.code_at(self.totp_secret, algorithm or "SHA1", digits or 6, period or 30, clock.now())[0]
-        return None
+    def fill(self, fields):
+        """{field id: value} for the fields this login answers, matched by meaning (meanings.Stored)."""
+        return meanings.Stored(self.values, self.one_time_code if self.totp_secret else None).fill(fields)
+
+    def one_time_code(self):
+        algorithm, digits, period = self.totp_settings
+        return totp.code_at(self.totp_secret, algorithm or "SHA1", digits or 6, period or 30, clock.now())[0]
 
 
 def usable_login(connection):
@@ -53,11 +50,9 @@ def usable_login(connection):
         credential = Credential.get_or_none((Credential.project == project.id) & (Credential.name == ref["name"]))
         if credential is None:
             raise CredentialError(f"no credential named {ref['name']!r}")
-        values = credential.values
-        identifier = next((values[k] for k in IDENTIFIER_KEYS if values.get(k)), None)
         secret = crypto.decrypt(credential.totp_secret_ciphertext) if credential.has_totp_secret else None
-        return Login(identifier, values.get("password"), secret,
-                     (credential.totp_algorithm, credential.totp_digits, credential.totp_period))
+        return Login(credential.values, secret, (credential.totp_algorithm, credential.totp_digits,
+                                                 credential.totp_period))
     provider = (CredentialProvider.select()
                 .where((CredentialProvider.org == project.org_id)
                        & ((CredentialProvider.id == ref["provider"]) | (CredentialProvider.name == ref["provider"])))
@@ -77,14 +72,14 @@ def usable_login(connection):
         found = providers.fetch_login(provider, item)
     except ConnectError as error:
         raise CredentialError(error.message) from None
+    values = {"username": found.username or "", "password": found.password or ""}
     if not found.totp_secret:
-        return Login(found.username, found.password)
+        return Login(values)
     try:
         parsed = totp.parse_secret(found.totp_secret)
     except ApiError:
         raise CredentialError("the provider item's one-time password is not a TOTP secret") from None
-    return Login(found.username, found.password, parsed["secret"],
-                 (parsed.get("algorithm"), parsed.get("digits"), parsed.get("period")))
+    return Login(values, parsed["secret"], (parsed.get("algorithm"), parsed.get("digits"), parsed.get("period")))
 
 
 def remember(connection, typed):

@@ -25,6 +25,8 @@ Classifying a page (heuristic but deterministic; the first rule that matches win
    d. a form whose only visible fillable input looks like an identifier (type email/tel, autocomplete
       username/email, or name/id/label mentioning user, email, login, account, identifier, phone) and is
       not a search box: one `identifier` field.
+   The words that mark identifiers and codes live in app.auth_connections.meanings, which also says which
+   kinds of identifier (email, username, phone) an identifier field takes (FieldSpec.accepts).
 2. SSO buttons: links and submit buttons whose text reads "Sign in/Log in/Continue/Sign up with X"
    (or using/via X), or that carry data-provider, become `sso` entries (type `sso_provider`, id
    "sso:<provider>"). They never count as the login form's submit button nor as MFA choices.
@@ -55,6 +57,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urlencode, urljoin, urlparse, urlunparse
 
+from app.auth_connections.meanings import CODE_HINT, IDENTIFIER_HINT, identifier_kinds, words
+
 USER_AGENT = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
               "Chrome/124.0 Safari/537.36 Lantern")
 MAX_BODY = 4 * 1024 * 1024
@@ -75,6 +79,7 @@ class FieldSpec:
     placeholder: str | None = None
     selector: str = ""
     input_mode: str | None = None  # text | email | tel | numeric (canonical Field.input_mode)
+    accepts: tuple = ()  # the kinds of identifier an identifier field takes (app.auth_connections.meanings)
 
 
 @dataclass
@@ -119,13 +124,6 @@ def _collapse(text):
     return " ".join((text or "").split())
 
 
-def _words(*parts):
-    """Lower-case words of names and labels: camelCase, snake_case and kebab-case split apart."""
-    text = " ".join(p for p in parts if p)
-    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
-    return " " + re.sub(r"[^a-z0-9*@]+", " ", text.lower()) + " "
-
-
 def _slug(text):
     return re.sub(r"[^a-z0-9]+", "-", (text or "").lower()).strip("-") or "option"
 
@@ -134,12 +132,8 @@ def _css_value(value):
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-CODE_HINT = re.compile(r" (otp|one time|one time code|code|verification|verify|passcode|token|2fa|mfa|totp|pin|"
-                       r"security code|sms code) ")
 TOTP_HINT = re.compile(r"authenticator|totp|authentication app|verification app")
 CHANNEL_HINT = re.compile(r"\b(sms|text|texted|email|e-mail|phone|call)\b")
-IDENTIFIER_HINT = re.compile(r" (user|username|user name|email|e mail|mail|login|account|identifier|phone|mobile|"
-                             r"member|customer|userid|uid) ")
 SEARCH_HINT = re.compile(r" (q|query|search|s|keywords?) ")
 VERIFY_PAGE = re.compile(r"verif|two[- ]factor|two[- ]step|2-step|multi[- ]factor|\bmfa\b|\b2fa\b|security code|"
                          r"one[- ]time|verify it")
@@ -454,16 +448,20 @@ def _field(control, kind, ids):
         input_mode = {"email": "email", "tel": "tel", "number": "numeric"}.get(control.type)
         if kind in ("code", "totp_code"):
             input_mode = "numeric"
+    accepts = identifier_kinds(control.type, control.attrs.get("autocomplete"), words(
+        control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"),
+        control.attrs.get("aria-label"))) if kind == "identifier" else ()
     return FieldSpec(
         id=ids(control.name or control.attrs.get("id") or f"field-{control.form.controls.index(control) + 1}"),
         name=control.name, type=kind, label=control.label or control.name or kind,
         required=kind != "text" or "required" in control.attrs, html_type=html_type,
-        placeholder=control.attrs.get("placeholder") or None, selector=control.selector, input_mode=input_mode)
+        placeholder=control.attrs.get("placeholder") or None, selector=control.selector, input_mode=input_mode,
+        accepts=accepts)
 
 
 def _is_code(control):
-    hints = _words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"),
-                   control.attrs.get("aria-label"))
+    hints = words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"),
+                  control.attrs.get("aria-label"))
     if (control.attrs.get("autocomplete") or "").lower() == "one-time-code" or CODE_HINT.search(hints):
         return True
     maxlength = control.attrs.get("maxlength") or ""
@@ -472,8 +470,8 @@ def _is_code(control):
 
 
 def _is_identifier(control):
-    hints = _words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"))
-    if control.type == "search" or SEARCH_HINT.fullmatch(_words(control.name)) or "search" in hints:
+    hints = words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"))
+    if control.type == "search" or SEARCH_HINT.fullmatch(words(control.name)) or "search" in hints:
         return False
     autocomplete = (control.attrs.get("autocomplete") or "").lower()
     return control.type in ("email", "tel") or any(w in autocomplete for w in ("username", "email")) \

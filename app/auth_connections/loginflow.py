@@ -24,6 +24,7 @@ from flask import current_app
 
 from app import streams
 from app.auth_connections import credentials as login_credentials
+from app.auth_connections import meanings
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import (
     AUTHENTICATED,
@@ -55,6 +56,7 @@ logger = logging.getLogger(__name__)
 # Legacy discovered_fields types by canonical field type (the SDK's DiscoveredField enum).
 LEGACY_FIELD_TYPES = {"password": "password", "code": "code", "totp_code": "totp", "text": "text"}
 LEGACY_MFA_TYPES = {"sms", "call", "email", "totp", "push", "password", "switch"}
+STORED_HINT = "Filled from the stored credential when left empty."
 # Handoff codes that stay valid per flow: every login call hands out one, a person may hold any.
 MAX_HANDOFF_CODES = 20
 ENDED = object()  # what waiting for an answer found instead: the flow ended
@@ -216,9 +218,7 @@ def answer_for(flow, body):
             return {"choice": known(body["selected_choice_id"], choices, "selected_choice_id")}
         return {"values": field_values(body["field_values"], fields)}
     if "fields" in body:
-        by_name = {f["ref"]: f["id"] for f in prompt.get("fields", [])}
-        return {"values": field_values({by_name.get(name, name): value for name, value in body["fields"].items()},
-                                       fields, member="fields")}
+        return {"values": field_values(body["fields"], fields, member="fields")}
     if "mfa_option_id" in body:
         matches = [c["id"] for c in choices.values() if c.get("mfa_type") == body["mfa_option_id"]
                    and c["type"] == "mfa_method"]
@@ -241,31 +241,47 @@ def known(choice_id, choices, member):
 
 
 def field_values(values, fields, member="field_values"):
+    """{field id: value} for submitted values keyed by a field's id, its input's name or its meaning."""
     if not fields:
         raise bad_request("The current prompt has no fields; pick one of its choices.", field=member)
-    unknown = sorted(set(values) - set(fields))
+    keys_of = {}
+    for key in values:
+        keys_of.setdefault(meanings.field_for_key(key, list(fields.values())), []).append(key)
+    unknown = sorted(keys_of.pop(None, []))
     if unknown:
         raise bad_request(f"Unknown field(s) {', '.join(unknown)}; the prompt asks for {', '.join(fields)}.",
                           field=member)
-    missing = sorted(fid for fid, f in fields.items() if f.get("required") and not values.get(fid))
+    twice = {field_id: keys for field_id, keys in keys_of.items() if len(keys) > 1}
+    if twice:
+        field_id, keys = sorted(twice.items())[0]
+        raise bad_request(f"{', '.join(sorted(keys))} all name the field {field_id}; give one.", field=member)
+    resolved = {field_id: values[keys[0]] for field_id, keys in keys_of.items()}
+    missing = sorted(fid for fid, f in fields.items() if f.get("required") and not resolved.get(fid))
     if missing:
         raise bad_request(f"Missing value(s) for {', '.join(missing)}.", field=member)
-    if not all(isinstance(v, str) for v in values.values()):
+    if not all(isinstance(v, str) for v in resolved.values()):
         raise bad_request("Field values are strings.", field=member)
-    return values
+    return resolved
 
 
 # -- prompts ----------------------------------------------------------------------------------
 
-def prompt_of(page):
-    """The canonical and legacy prompt lists for a driver page (contract 6.7 nested models)."""
+def prompt_of(page, stored=(), again=False):
+    """The canonical and legacy prompt lists for a driver page (contract 6.7 nested models).
+
+    `stored`: ids of the fields the stored login fills. They are left out of the prompt, or, `again` (the
+    site asks again after an answer that used them), shown optional: left empty, the stored value is sent.
+    """
     reason = "rejected" if page.website_error else "missing"
-    fields = [{"id": f.id, "ref": f.name, "type": f.type, "label": f.label, "required": f.required,
-               "reason": reason, "observed_selector": f.selector,
-               **({"input_mode": "numeric"} if f.type in ("code", "totp_code") else {})} for f in page.fields]
-    legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector, "required": f.required,
+    asked = [f for f in page.fields if again or f.id not in stored]
+    extra = {f.id: {"hint": STORED_HINT} if f.id in stored else {} for f in asked}
+    fields = [{"id": f.id, "ref": f.name, "type": f.type, "label": f.label, "required": f.required and f.id not in
+               stored, "reason": reason, "observed_selector": f.selector, **extra[f.id],
+               **({"input_mode": "numeric"} if f.type in ("code", "totp_code") else {})} for f in asked]
+    legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector,
+                      "required": f.required and f.id not in stored, **extra[f.id],
                       "type": "email" if f.html_type == "email" else LEGACY_FIELD_TYPES.get(f.type, "text"),
-                      **({"placeholder": f.placeholder} if f.placeholder else {})} for f in page.fields]
+                      **({"placeholder": f.placeholder} if f.placeholder else {})} for f in asked]
     offered = {c.id: c for c in list(page.choices) + list(page.sso)}  # SSO buttons may be both
     choices = [{"id": c.id, "type": c.type, "label": c.label, "observed_selector": c.selector,
                 **({"mfa_type": c.mfa_type} if c.mfa_type else {}),
@@ -285,6 +301,11 @@ def sso_provider(choice_id):
 
 # -- the runner -------------------------------------------------------------------------------
 
+def page_kind(page):
+    """A form page's kind: the types of its fields."""
+    return tuple(sorted(field.type for field in page.fields))
+
+
 class FlowGone(Exception):
     """The flow's row is gone (its connection was deleted)."""
 
@@ -296,7 +317,7 @@ class Runner:
         self.app = app
         self.flow_id = flow_id
         self.connection_id = connection_id
-        self.tried_automatically = set()
+        self.answered_from_store = set()  # kinds of page the stored login answered, alone or with a person
         self.typed = {}
 
     def run(self):
@@ -345,12 +366,16 @@ class Runner:
         if page.kind == "error":
             self.finish(FAILED, error_code="login_page_unusable", error_message=page.message or "No login form found.")
             return None
-        automatic = None if page.kind == "external" else self.automatic_answer(page)
+        stored = self.login.fill(page.fields) if self.login is not None and page.kind == "form" else {}
+        automatic = None if page.kind == "external" else self.automatic_answer(page, stored)
         if automatic is not None:
             if not self.update(step=SUBMITTING, prompt=json.dumps({}), interaction_id=None, website_error=None):
                 return None
             return self.apply(page, automatic)
-        prompt = prompt_of(page)
+        again = page_kind(page) in self.answered_from_store
+        if stored:
+            self.answered_from_store.add(page_kind(page))
+        prompt = prompt_of(page, stored, again)
         step = AWAITING_EXTERNAL_ACTION if page.kind == "external" else AWAITING_INPUT
         if not self.update(step=step, prompt=json.dumps(prompt), interaction_id=new_id(),
                            website_error=page.website_error,
@@ -361,38 +386,42 @@ class Runner:
             return None
         return self.apply(page, answer, by_person=True)
 
-    def automatic_answer(self, page):
-        """What the stored login answers on this page, or None.
+    def automatic_answer(self, page, stored):
+        """What the stored login answers on this page by itself, or None (a person is asked).
 
-        Each kind of page (the set of field types asked for, or a method choice) is answered
-        automatically once: if the site asks again, whether or not it shows an error we can
-        read, a person decides, so a wrong stored password is never retried in a loop.
+        `stored` is what it fills of a form's fields; the form is sent without a person when that
+        is every required field. Each kind of page (the set of field types asked for, or a method
+        choice) is answered from the store once: if the site asks again, whether or not it shows
+        an error we can read, a person decides, so a wrong stored password is never retried in a loop.
         """
         login = self.login
         if login is None:
             return None
         if page.kind == "choice":
             totp = [c for c in page.choices if c.mfa_type == "totp"]
-            if not (login.totp_secret and totp) or "choice" in self.tried_automatically:
+            if not (login.totp_secret and totp) or "choice" in self.answered_from_store:
                 return None
-            self.tried_automatically.add("choice")
+            self.answered_from_store.add("choice")
             return {"choice": totp[0].id}
-        values = {field.id: login.value_for(field.type) for field in page.fields}
-        kind = tuple(sorted(field.type for field in page.fields))
-        if not values or None in values.values() or kind in self.tried_automatically:
+        complete = all(field.id in stored for field in page.fields if field.required)
+        if not stored or not complete or page_kind(page) in self.answered_from_store:
             return None
-        self.tried_automatically.add(kind)
-        return {"values": values}
+        self.answered_from_store.add(page_kind(page))
+        return {"values": stored}
 
     def apply(self, page, answer, by_person=False):
         if "choice" in answer:
             return self.driver.choose(answer["choice"])
+        values = answer["values"]
         if by_person:
+            typed = {field_id: value for field_id, value in values.items() if value}
             # What a person typed for the identifier and password, to store if the login succeeds.
             for field in page.fields:
-                if field.type in ("identifier", "password") and field.id in answer["values"]:
-                    self.typed[field.type] = answer["values"][field.id]
-        return self.driver.submit(answer["values"])
+                if field.type in ("identifier", "password") and field.id in typed:
+                    self.typed[field.type] = typed[field.id]
+            # The stored login fills the rest, read now: a one-time code from the prompt's time may have expired.
+            values = {**(self.login.fill(page.fields) if self.login is not None else {}), **typed}
+        return self.driver.submit(values)
 
     def wait_for_answer(self):
         """The person's answer once submitted; None when the flow ended meanwhile (expired, canceled)."""

@@ -1,5 +1,6 @@
 """Login flows against the test website: manual, automatic, provider-backed, rejected input,
 expiry, cancel, submit validation, the events stream, health checks and re-auth."""
+import html
 import json
 
 import pyotp
@@ -380,3 +381,118 @@ def test_sso_only_pages_offer_each_choice_once(client, site, new_connection, wai
     record = wait_for(connection["id"], prompt_after())
     ids = [choice["id"] for choice in record["choices"]]
     assert sorted(ids) == sorted(set(ids)) and len(ids) == 2
+
+
+# -- a credential's values fill the form's fields by meaning (#35 item 6) ---------------------
+
+def test_an_email_only_credential_leaves_only_the_password_pending(client, site, new_connection, wait_for):
+    """Kernel's partial-credential example: the email and the TOTP code come from the credential, the
+    legacy `fields: {"password": ...}` is all a person submits."""
+    client.post("/credentials", json={"name": "dana", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"email": "dana@example.test"}})
+    connection = new_connection(credential={"name": "dana"}, login_url=f"{site.url}/login/email")
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert [(f["type"], f["ref"], f["required"]) for f in record["fields"]] == [("password", "password", True)]
+    assert [f["name"] for f in record["discovered_fields"]] == ["password"]
+    accepted = submit(client, connection["id"], {"fields": {"password": "dana-password"}})
+    assert accepted.status_code == 200, accepted.get_json()
+    done = wait_for(connection["id"], finished)
+    assert (done["flow_status"], done["status"]) == ("SUCCESS", "AUTHENTICATED"), done
+    assert list(site.sessions.values()) == ["dana"]
+    assert ("POST", "/mfa/totp") in site.requests  # the code came from the stored secret
+    assert done["credential"] == {"name": "dana"}  # the typed password was not stored into it
+
+
+def test_an_email_fills_an_email_or_username_field(client, site, new_connection, wait_for):
+    site.users["alice@example.test"] = site.users["alice"]
+    client.post("/credentials", json={"name": "alice", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"email": "alice@example.test"}})
+    connection = new_connection(credential={"name": "alice"})
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert [f["type"] for f in record["fields"]] == ["password"]
+    submit(client, connection["id"], {"interaction_id": record["interaction_id"],
+                                      "field_values": {record["fields"][0]["id"]: "alice-password"}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["alice@example.test"]
+
+
+def test_a_rejected_password_asks_again_with_the_stored_email_optional(client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "dana", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"email": "dana@example.test"}})
+    connection = new_connection(credential={"name": "dana"}, login_url=f"{site.url}/login/email")
+    start(client, connection["id"])
+    first = wait_for(connection["id"], prompt_after())
+    submit(client, connection["id"], {"fields": {"password": "wrong"}})
+    again = wait_for(connection["id"], prompt_after(first["interaction_id"]))
+    assert again["website_error"] == "Incorrect email address or password."
+    # The stored email may have been what was wrong: a person may type another, or leave it to the credential.
+    shown = {f["type"]: f for f in again["fields"]}
+    assert (shown["identifier"]["required"], shown["password"]["required"]) == (False, True)
+    assert shown["identifier"]["hint"]
+    assert {f["name"]: f["required"] for f in again["discovered_fields"]} == {"email": False, "password": True}
+    submit(client, connection["id"], {"interaction_id": again["interaction_id"],
+                                      "field_values": {shown["identifier"]["id"]: "",
+                                                       shown["password"]["id"]: "dana-password"}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["dana"]
+
+
+@pytest.mark.parametrize(("username", "pending"), [("dana@example.test", []), ("dana", ["identifier"])])
+def test_a_username_fills_an_email_field_only_when_it_is_an_email_address(
+        client, site, new_connection, wait_for, username, pending):
+    client.post("/credentials", json={"name": "dana", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"username": username, "password": "dana-password"}})
+    connection = new_connection(credential={"name": "dana"}, login_url=f"{site.url}/login/email")
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    if pending:
+        assert [f["type"] for f in record["fields"]] == pending
+        submit(client, connection["id"], {"fields": {"email": "dana@example.test"}})
+    done = wait_for(connection["id"], finished)
+    assert done["flow_status"] == "SUCCESS", done
+    assert list(site.sessions.values()) == ["dana"]
+
+
+def test_legacy_fields_are_matched_by_meaning_when_no_input_has_that_name(client, site, new_connection, wait_for):
+    site.routes[("GET", "/login")] = lambda req: (200, (
+        '<html><body><form method="post" action="/login"><input type="hidden" name="csrf" value="' + site.csrf
+        + '"><label>Email <input name="login" type="email"></label><label>Password <input name="pass" '
+        'type="password"></label><button type="submit">Sign in</button></form></body></html>'), [])
+    login = site.routes[("POST", "/login")]
+    site.routes[("POST", "/login")] = lambda req: (
+        req.form.update(username=req.form.get("login"), password=req.form.get("pass")), login(req))[1]
+    site.users["carol@example.test"] = site.users["carol"]
+    connection = new_connection()
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert sorted(f["name"] for f in record["discovered_fields"]) == ["login", "pass"]
+    both = submit(client, connection["id"], {"fields": {"email": "a", "username": "b", "password": "c"}})
+    assert both.status_code == 400 and "login" in both.get_json()["message"]  # two names for one field
+    assert submit(client, connection["id"], {"fields": {"email": "carol@example.test",
+                                                        "password": "carol-password"}}).status_code == 200
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+
+
+def test_a_single_email_or_username_field_then_the_password_page(client, site, new_connection, wait_for):
+    """A login in two steps: the stored email answers the first page by itself, a person the second."""
+    site.routes[("GET", "/login")] = lambda req: (200, (
+        '<html><body><form method="post" action="/login/next"><label for="id">Email or username</label>'
+        '<input id="id" name="identifier" autocomplete="username"><button type="submit">Next</button>'
+        '</form></body></html>'), [])
+    site.routes[("POST", "/login/next")] = lambda req: (200, (
+        '<html><body><form method="post" action="/login"><input type="hidden" name="csrf" value="' + site.csrf
+        + '"><input type="hidden" name="username" value="' + html.escape(req.form.get("identifier", ""))
+        + '"><label>Password <input type="password" name="password"></label><button type="submit">Sign in'
+        '</button></form></body></html>'), [])
+    site.users["carol@example.test"] = site.users["carol"]
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"email": "carol@example.test"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert [f["type"] for f in record["fields"]] == ["password"]
+    submit(client, connection["id"], {"fields": {"password": "carol-password"}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["carol@example.test"]

@@ -227,3 +227,30 @@ def test_a_wrong_code_opens_no_page(api, site, page):
     assert json.loads(page.evaluate("document.body.innerText"))["code"] == "login_page_not_found"
     with pytest.raises(CdpError):  # nothing to type into
         page.center_of("input")
+
+
+def test_with_an_email_only_credential_a_person_types_only_the_password(api, site, page):
+    """The credential fills the email and the authenticator code (#35 item 6); after a wrong password the
+    page asks again, the stored email shown optional, and the password alone still signs in."""
+    name = f"dana-{uuid.uuid4().hex[:8]}"
+    created = api.post("/credentials", json={"name": name, "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                             "values": {"email": "dana@example.test"}})
+    assert created.status_code == 201, created.text
+    connection = api.post("/auth/connections", json={
+        "domain": "127.0.0.1", "profile_name": f"person-{uuid.uuid4().hex[:8]}",
+        "login_url": f"{site.url}/login/email", "credential": {"name": name}}).json()
+    login = api.post(f"/auth/connections/{connection['id']}/login", json={})
+    assert login.status_code == 200, login.text
+    page.navigate(login.json()["hosted_url"])
+    fill_in(page, {"Password": "not-dana-password"})
+    press_continue(page)
+
+    selectors = wait_for_fields(page, ["Email address", "Password"])
+    now = shown(page)
+    assert now["error"] == "Incorrect email address or password."
+    assert page.evaluate(f"document.querySelector({json.dumps(selectors['Email address'])}).required") is False
+    assert "stored credential" in page.evaluate("document.getElementById('fields').innerText")
+    page.type(selectors["Password"], "dana-password")
+    press_continue(page)
+    assert_signed_in(api, site, page, connection, "dana")
+    assert ("POST", "/mfa/totp") in site.requests  # the code came from the credential
