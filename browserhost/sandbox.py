@@ -294,7 +294,8 @@ class Sandbox:
         if not policies:
             return []
         folder = self.etc / "chromium-policies"
-        folder.mkdir(mode=0o755, exist_ok=True)
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)  # whatever the host's umask: the sandbox's user binds and reads it
         path = folder / "lantern.json"
         path.write_text(json.dumps(policies))
         path.chmod(0o644)

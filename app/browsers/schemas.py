@@ -7,6 +7,7 @@ import marshmallow as ma
 from flask import current_app, has_app_context
 from marshmallow import validate
 
+from app.browsers import chrome_policy
 from app.browsers.models import END_REASONS
 from app.core import clock
 from app.core.fields import Choice, JsonBoolean, JsonInteger, PathName
@@ -211,8 +212,27 @@ START_URL = r"^https?://([A-Za-z0-9]{1,63}\.)*[A-Za-z0-9]{2,63}(:[0-9]{1,5})?(/|
 StartUrl = ma.fields.Url(schemes={"http", "https"}, require_tld=False, metadata={"pattern": START_URL})
 
 
+def policy_errors(found):
+    """A ValidationError of chrome_policy.problems' findings: one message per policy, or one for the whole."""
+    return ma.ValidationError(found[None] if None in found else {name: [text] for name, text in found.items()})
+
+
+class ChromePolicy(ma.fields.Dict):
+    """A session's Chrome enterprise policies, checked by the rules that hold for every session."""
+
+    def __init__(self, **kwargs):
+        super().__init__(keys=ma.fields.String(), metadata={"description": chrome_policy.described()}, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        policies = super()._deserialize(value, attr, data, **kwargs)
+        found = chrome_policy.problems(policies)
+        if found:
+            raise policy_errors(found)
+        return policies
+
+
 class BrowserCreateSchema(ma.Schema):
-    chrome_policy = ma.fields.Dict(keys=ma.fields.String())
+    chrome_policy = ChromePolicy()
     extensions = ma.fields.List(ma.fields.Nested(Ref), validate=validate.Length(max=20))
     gpu = JsonBoolean(load_default=False)
     headless = JsonBoolean(load_default=False)
@@ -252,6 +272,9 @@ class BrowserCreateSchema(ma.Schema):
             raise ma.ValidationError("video_memory needs gpu.", "video_memory")
         if data.get("proxy") and data.get("proxy_id"):
             raise ma.ValidationError("Give proxy or proxy_id, not both.", "proxy_id")
+        found = chrome_policy.problems(data.get("chrome_policy") or {}, data)
+        if found:
+            raise ma.ValidationError({"chrome_policy": policy_errors(found).messages})
 
 
 class BrowserUpdateSchema(ma.Schema):
@@ -297,7 +320,7 @@ class BrowserSchema(ma.Schema):
     memory = ma.fields.String(required=True, metadata={"enum": RECORD_MEMORY})
     region = ma.fields.String(required=True, metadata={"enum": REGIONS})
     browser_live_view_url = ma.fields.String()
-    chrome_policy = ma.fields.Dict()
+    chrome_policy = ma.fields.Dict(metadata={"description": "the chrome_policy given at create"})
     deleted_at = ma.fields.String(metadata={"format": "date-time"})
     gpu = ma.fields.Boolean()
     kiosk_mode = ma.fields.Boolean()
