@@ -8,8 +8,9 @@ display: it is read with `Page.captureScreenshot` and acted on with `Input.dispa
 by its zoom). A headful one is acted on through its X display (browserhost/display.py): xdotool and an
 ffmpeg grab, run inside the session's sandbox (its user, namespaces and cgroup), at the page's place on the
 screen below the window's tab strip and address bar (the same at any zoom); so clicks are the display's own
-and a screenshot shows what a person would see there (native pop-ups and menus included). The mouse is where
-the last action left it (0,0 at first).
+and a screenshot shows what a person would see there (native pop-ups and menus included); only a wheel turned
+with no modifier key held is the page's own wheel event there, as headless (display.py says why). The mouse is
+where the last action left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
 at the first that fails: ActionFailed says which (its index) and why, in words for the session's user (no
@@ -21,7 +22,7 @@ host path, process or internal address: those are in its `detail`, for the host'
     drag_mouse    path [[x, y], ...], button, delay, smooth, duration_ms, steps_per_segment, step_delay_ms, hold_keys
     scroll        x, y, delta_x, delta_y (wheel clicks: WHEEL_PIXELS each), hold_keys
     press_key     keys (xdotool names and combinations), duration (ms held), hold_keys
-    type_text     text, delay (ms between characters)
+    type_text     text, delay (ms between characters), smooth (a person's pace), typo_chance (when smooth)
     set_cursor    hidden (a headless screen draws no cursor: it is only remembered)
     sleep         duration_ms
     capture_screenshot  region {x, y, width, height}  -> {"png": base64}
@@ -190,11 +191,21 @@ class Screen:
             for combination in combinations:
                 page.press(combination, held, duration / 1000)
 
-    def _type_text(self, page, text, delay=0):
+    def _type_text(self, page, text, delay=0, smooth=False, typo_chance=0.0):
         char = keyboard.untypable(text)
         if char is not None:  # before anything is typed: never half a text
             raise keys.UnknownKey(f"character {char!r} (U+{ord(char):04X}) cannot be typed")
-        page.type(text, delay)
+        if not smooth:
+            page.type(text, delay)
+            return
+        for step, *arguments in keyboard.human_typing(text, typo_chance):
+            if step == "type":
+                page.type(*arguments)
+            elif step == "pause":
+                time.sleep(arguments[0] / 1000)
+            else:
+                for _ in range(arguments[0]):
+                    page.press(BACKSPACE, 0, 0)
 
     def _set_cursor(self, page, hidden):
         self.cursor_hidden = hidden
@@ -408,6 +419,7 @@ class _Holding:
 
 
 keys_of = keys.combination
+BACKSPACE = keys_of("BackSpace")
 
 
 def _described(error):

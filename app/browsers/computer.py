@@ -12,9 +12,13 @@ from app.browsers import hosts
 from app.browsers.drivers import HostDriver
 from app.browsers.models import DEFAULT_VIEWPORT
 from app.core.errors import NO_RETRY, ApiError, bad_request
+from lantern_wire.keyboard import human_typing_bound_ms
 
 # What a list of actions may take beyond the waits it asks for (smooth moves, typing, a screenshot).
 ACTION_SECONDS = 30
+# What a headful session's wheel clicks with modifier keys held may take (browserhost/display.py): the first 100
+# about 11 ms apart, the rest at once (10,000 of them took 5.3 s).
+PACED_WHEEL_CLICKS, PACED_WHEEL_MS, WHEEL_CLICK_MS = 100, 12, 1
 # Actions that change nothing on the screen: a list of only these may be sent again whatever became of it.
 READ_ONLY = {"capture_screenshot", "get_mouse_position", "read_clipboard", "sleep"}
 
@@ -87,7 +91,13 @@ def _check_on_screen(action, width, height, prefix):
 
 
 def _milliseconds(action):
-    """How long an action may wait on purpose (sleeps, holds, delays, slow moves)."""
+    """How long an action may wait on purpose (sleeps, holds, delays, slow moves, a person's typing, a display's
+    paced wheel)."""
+    if action["type"] == "type_text" and action.get("smooth"):
+        return human_typing_bound_ms(action["text"], action["typo_chance"])
+    if action["type"] == "scroll" and action.get("hold_keys"):
+        return sum(min(abs(delta), PACED_WHEEL_CLICKS) * PACED_WHEEL_MS + abs(delta) * WHEEL_CLICK_MS
+                   for delta in (action["delta_x"], action["delta_y"]))
     text_delay = action.get("delay", 0) * len(action.get("text", ""))
     holds = (action.get("duration") or 0) * len(action.get("keys", ()))
     path_steps = max(0, len(action.get("path", ())) - 1) * (action.get("steps_per_segment") or 10) * (

@@ -3,13 +3,15 @@ field for field as the official SDK (`kernel==0.131.0`, resources/browsers/compu
 their types) sends and reads them.
 
 Coordinates are checked against the session's viewport where the session is known
-(app/browsers/computer.py); here, only their type and sign.
+(app/browsers/computer.py); here, only their type and sign. Every value Kernel's API takes for a field is taken
+(its documented ranges, and the fields newer SDKs send, such as type_text's `smooth` and `typo_chance`), within
+bounds that keep one request's work short: MAX_WHEEL_CLICKS, MAX_MS, MAX_TEXT, MAX_CLICKS, MAX_DRAG_STEPS.
 """
 import marshmallow as ma
 from marshmallow import validate
 
 from app.core.fields import Choice, JsonBoolean, JsonInteger, UtcDateTime
-from lantern_wire.keyboard import untypable
+from lantern_wire.keyboard import MAX_TYPO_CHANCE, untypable
 
 MOUSE_BUTTONS = ["left", "right", "middle", "back", "forward"]
 DRAG_BUTTONS = ["left", "middle", "right"]
@@ -20,10 +22,25 @@ MAX_TEXT = 10_000
 MAX_KEYS = 100
 MAX_PATH = 1000
 MAX_BATCH = 200
+MAX_CLICKS = 100
+# A drag's moves in all (steps per segment times segments).
+MAX_DRAG_STEPS = 100_000
+# Wheel clicks of one scroll, either way: Kernel takes any number (its docs scroll 120); 10,000 clicks are
+# 1,200,000 CSS pixels, past the end of any page, and take one DevTools event or one xdotool run.
+MAX_WHEEL_CLICKS = 10_000
 
 Coordinate = JsonInteger(required=True, validate=validate.Range(min=0))
 HoldKeys = ma.fields.List(ma.fields.String(validate=validate.Length(1, 64)), validate=validate.Length(max=10),
                           metadata={"description": "modifier keys held during the action (xdotool names)"})
+
+
+class JsonNumber(ma.fields.Float):
+    """A number in a JSON body (an integer or a fraction): "0.05" and true are refused, never parsed."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
 def milliseconds(description):
@@ -47,7 +64,7 @@ class ClickMouseSchema(ma.Schema):
     button = Choice(MOUSE_BUTTONS, load_default="left")
     click_type = Choice(CLICK_TYPES, load_default="click")
     hold_keys = HoldKeys
-    num_clicks = JsonInteger(load_default=1, validate=validate.Range(1, 10))
+    num_clicks = JsonInteger(load_default=1, validate=validate.Range(1, MAX_CLICKS))
 
 
 class MoveMouseSchema(ma.Schema):
@@ -68,16 +85,26 @@ class DragMouseSchema(ma.Schema):
     hold_keys = HoldKeys
     smooth = JsonBoolean(load_default=False)
     step_delay_ms = milliseconds("between steps (default 10)")
-    steps_per_segment = JsonInteger(validate=validate.Range(1, 100), metadata={"description": "default 10"})
+    steps_per_segment = JsonInteger(validate=validate.Range(1, MAX_DRAG_STEPS), metadata={
+        "description": f"default 10; at most {MAX_DRAG_STEPS:,} moves in all (this times the path's segments)"})
+
+    @ma.validates_schema
+    def bounded_moves(self, data, **kwargs):
+        moves = (len(data.get("path", ())) - 1) * data.get("steps_per_segment", 10)
+        if moves > MAX_DRAG_STEPS and not data.get("smooth"):  # a smooth drag takes its moves from duration_ms
+            raise ma.ValidationError(f"{moves:,} moves (steps_per_segment times the path's segments) are more "
+                                     f"than {MAX_DRAG_STEPS:,}.", "steps_per_segment")
 
 
 class ScrollSchema(ma.Schema):
     x = Coordinate
     y = Coordinate
-    delta_x = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
-                          metadata={"description": "wheel clicks (120 CSS pixels each); positive scrolls right"})
-    delta_y = JsonInteger(load_default=0, validate=validate.Range(-100, 100),
-                          metadata={"description": "wheel clicks (120 CSS pixels each); positive scrolls down"})
+    delta_x = JsonInteger(load_default=0, validate=validate.Range(-MAX_WHEEL_CLICKS, MAX_WHEEL_CLICKS),
+                          metadata={"description": "wheel clicks (xdotool's wheel units, 120 CSS pixels each); "
+                                                   "positive scrolls right"})
+    delta_y = JsonInteger(load_default=0, validate=validate.Range(-MAX_WHEEL_CLICKS, MAX_WHEEL_CLICKS),
+                          metadata={"description": "wheel clicks (xdotool's wheel units, 120 CSS pixels each); "
+                                                   "positive scrolls down"})
     hold_keys = HoldKeys
 
 
@@ -98,7 +125,22 @@ def typable(text):
 
 class TypeTextSchema(ma.Schema):
     text = ma.fields.String(required=True, validate=[validate.Length(1, MAX_TEXT), typable])
-    delay = milliseconds("between characters")
+    delay = milliseconds("between characters (not smooth)")
+    smooth = JsonBoolean(metadata={"description": "at a person's pace: word by word, each at its own pace between "
+                                                  "50 and 120 ms a key, pauses between words (delay is ignored). "
+                                                  "Default: true when typo_chance is given above 0, else false"})
+    typo_chance = JsonNumber(validate=validate.Range(0, MAX_TYPO_CHANCE), metadata={
+        "description": "the share of letters and digits first typed wrong, then backspaced and typed right, when "
+                       "smooth (the text left is the text given); 0 to 0.1, default 0"})
+
+    @ma.post_load
+    def smooth_when_typos_are_asked(self, data, **kwargs):
+        """What the host types by: `smooth` and `typo_chance` only when smooth (Kernel ignores typo_chance
+        otherwise), which is the default when typos are asked for."""
+        typo_chance = data.pop("typo_chance", 0)
+        if data.pop("smooth", typo_chance > 0):
+            data.update(smooth=True, typo_chance=typo_chance)
+        return data
 
 
 class CursorSchema(ma.Schema):

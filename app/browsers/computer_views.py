@@ -70,10 +70,11 @@ for _path, _type, _schema, _summary in (
         ("move_mouse", "move_mouse", schemas.MoveMouseSchema,
          "Move the mouse to a point, at once or along a human-like curve (smooth)"),
         ("drag_mouse", "drag_mouse", schemas.DragMouseSchema, "Drag with a button held through a path of points"),
-        ("scroll", "scroll", schemas.ScrollSchema, "Turn the mouse wheel at a point"),
+        ("scroll", "scroll", schemas.ScrollSchema, "Turn the mouse wheel at a point, by wheel clicks (120 px each)"),
         ("press_key", "press_key", schemas.PressKeySchema,
          "Press keys or key combinations (xdotool names: Return, ctrl+a, Ctrl+Shift+Tab)"),
-        ("type", "type_text", schemas.TypeTextSchema, "Type text, one key at a time")):
+        ("type", "type_text", schemas.TypeTextSchema,
+         "Type text, one key at a time; smooth: at a person's pace, with typos (typo_chance) backspaced")):
     _action_route(_path, _type, _schema, _summary)
 
 

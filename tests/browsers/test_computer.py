@@ -1,5 +1,6 @@
 """The computer API's checks before anything reaches a browser (app/browsers/computer*.py); what the browser
 does is tested on a real one (tests/browsers/live/test_computer.py)."""
+import json
 
 import pytest
 
@@ -25,6 +26,17 @@ def session_id(new_browser):
     ("screenshot", {"region": {"x": 0, "y": 0, "width": 0, "height": 1}}, "region"),
     ("batch", {"actions": []}, "actions"),
     ("type", {"text": "bell\x07"}, "U+0007"), ("type", {"text": "esc \x1b"}, "U+001B"),
+    # Past what Kernel takes, or past the bounds of one request's work (docs/browsers.md).
+    ("scroll", {"x": 1, "y": 1, "delta_y": 10_001}, "delta_y"), ("scroll", {"x": 1, "y": 1, "delta_x": -10_001},
+                                                                 "delta_x"),
+    ("type", {"text": "a", "typo_chance": 0.11}, "typo_chance"), ("type", {"text": "a", "typo_chance": -0.01},
+                                                                  "typo_chance"),
+    ("type", {"text": "a", "typo_chance": "0.05"}, "typo_chance"), ("type", {"text": "a", "typo_chance": True},
+                                                                    "typo_chance"),
+    ("type", {"text": "a", "smooth": "yes"}, "smooth"), ("click_mouse", {"x": 1, "y": 1, "num_clicks": 101},
+                                                          "num_clicks"),
+    ("drag_mouse", {"path": [[1, 1], [2, 2], [3, 3]], "steps_per_segment": 50_001}, "steps_per_segment"),
+    ("batch", {"actions": [{"type": "type_text", "type_text": {"text": "a", "typo_chance": 0.5}}]}, "typo_chance"),
 ])
 def test_a_malformed_action_is_a_400_naming_its_field(client, session_id, path, body, field):
     response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
@@ -118,3 +130,58 @@ def test_actions_that_did_nothing_or_only_read_are_a_502_worth_sending_again(app
     assert response.status_code == 502 and response.get_json()["code"] == "computer_action_failed"
     assert "x-should-retry" not in response.headers
     assert response.headers["Retry-After"] == str(app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])
+
+
+class RecordingHost(ComputerHost):
+    """A host's computer API that keeps the actions it is sent and ran them all."""
+
+    def __init__(self):
+        super().__init__()
+        self.actions = []
+
+    def post(self, handler):
+        actions = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))["actions"]
+        self.actions.append(actions)
+        handler.answer(200, {"results": [None] * len(actions)})
+
+
+@pytest.mark.parametrize("path, body, sent", [
+    # Kernel's docs scroll 120 wheel clicks; its API takes any number (here, up to 10,000 either way).
+    ("scroll", {"x": 300, "y": 400, "delta_x": 0, "delta_y": 120}, {"delta_x": 0, "delta_y": 120}),
+    ("scroll", {"x": 300, "y": 400, "delta_y": -10_000, "delta_x": 10_000}, {"delta_y": -10_000}),
+    # Newer SDKs' type_text: typo_chance types at a person's pace unless smooth is false (Kernel then ignores it).
+    ("type", {"text": "Hello", "typo_chance": 0.05}, {"text": "Hello", "smooth": True, "typo_chance": 0.05}),
+    ("type", {"text": "Hello", "typo_chance": 0.1, "smooth": True}, {"smooth": True, "typo_chance": 0.1}),
+    ("type", {"text": "Hello", "smooth": True}, {"smooth": True, "typo_chance": 0}),
+    ("type", {"text": "Hello", "typo_chance": 0.05, "smooth": False, "delay": 5},
+     {"text": "Hello", "delay": 5, "smooth": None, "typo_chance": None}),
+    ("type", {"text": "Hello"}, {"text": "Hello", "smooth": None, "typo_chance": None}),
+    ("batch", {"actions": [{"type": "type_text", "type_text": {"text": "Hi", "typo_chance": 0.1}}]},
+     {"type": "type_text", "text": "Hi", "smooth": True, "typo_chance": 0.1}),
+    ("click_mouse", {"x": 1, "y": 1, "num_clicks": 20}, {"num_clicks": 20}),
+    ("drag_mouse", {"path": [[1, 1], [2, 2]], "steps_per_segment": 500}, {"steps_per_segment": 500}),
+])
+def test_the_values_kernels_docs_and_newer_sdks_send_reach_the_host(client, on_fake_host, path, body, sent):
+    host = RecordingHost()
+    session_id = on_fake_host(host)
+    response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
+    assert response.status_code == 204, response.get_json()
+    [[action]] = host.actions
+    assert {name: action.get(name) for name in sent} == sent  # None: not sent
+
+
+def test_a_persons_typing_and_a_long_turn_of_a_displays_wheel_are_waited_for(client, on_fake_host, monkeypatch):
+    """A text typed at a person's pace takes far longer than its `delay` says, and a headful session's wheel turned
+    with ctrl held is a display's clicks, paced: the app waits for all of it."""
+    session_id = on_fake_host(RecordingHost())
+    timeouts = []
+    call = hosts.call
+    monkeypatch.setattr(hosts, "call", lambda *args, timeout: timeouts.append(timeout) or call(*args, timeout=timeout))
+    text = "word " * 400
+    for path, body in (("type", {"text": text}), ("type", {"text": text, "typo_chance": 0.1}),
+                       ("scroll", {"x": 1, "y": 1, "delta_y": -10_000, "hold_keys": ["ctrl"]})):
+        assert client.post(f"/browsers/{session_id}/computer/{path}", json=body).status_code == 204
+    instant, human, wheel = timeouts
+    assert instant == computer.ACTION_SECONDS
+    assert human > computer.ACTION_SECONDS + len(text) * 0.12 + 400 * 0.3  # its keys and pauses at their longest
+    assert wheel >= computer.ACTION_SECONDS + 100 * 0.011 + 10_000 * 0.001

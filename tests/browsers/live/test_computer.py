@@ -130,6 +130,24 @@ def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
     assert sdk.browsers.computer.set_cursor_visibility(session_id, hidden=True).ok is True
 
 
+def test_kernels_docs_scroll_of_120_clicks_scrolls_that_far_and_typos_are_backspaced(sdk, screen):
+    """#35 item 5: the docs' `scroll(delta_y=120)` (120 wheel clicks, 14,400 px) and newer SDKs' `typo_chance`."""
+    session_id, page = screen
+    computer = sdk.browsers.computer
+    page.evaluate("document.body.style.height = '30000px'")
+    computer.scroll(session_id, x=300, y=400, delta_x=0, delta_y=120)
+    page.wait_for_function("scrollY === 14400")
+    computer.scroll(session_id, x=300, y=400, delta_y=-10_000)  # the most one scroll takes: back to the top
+    page.wait_for_function("scrollY === 0")
+    computer.click_mouse(session_id, x=250, y=215)
+    text = "Typos fixed: Hello World 42"  # 22 letters and digits: 2 or 3 typos at 0.1
+    # kernel 0.131 has no typo_chance argument (newer SDKs do): sent in the body as they send it.
+    computer.type_text(session_id, text=text, extra_body={"typo_chance": 0.1})
+    expect(page.locator("#i")).to_have_value(text)
+    backspaces = page.evaluate("seen.filter(event => event[0] === 'keydown' && event[3] === 'Backspace').length")
+    assert backspaces >= 2
+
+
 def pixel(page, png, x, y):
     """The colour at x, y of a PNG, decoded by the page's own canvas."""
     return page.evaluate("""async ([data, x, y]) => {
