@@ -2,9 +2,9 @@
 
 Users (change `site.users`): carol has no MFA, alice has an authenticator app (TOTP with `site.totp_secret`),
 bob picks SMS (the code "texted" is appended to `site.sms_codes`) or the authenticator app; dana has an email
-address and the authenticator app. /login asks for an email or username and a password; /login/email asks for
-an email address (a type="email" input named "email") and a password. Sessions live in `site.sessions`
-(sid -> username); `site.expire_sessions()` logs everyone out.
+address and the authenticator app; erin is always texted a code. /login asks for an email or username and a
+password; /login/email asks for an email address (a type="email" input named "email") and a password. Sessions
+live in `site.sessions` (sid -> username); `site.expire_sessions()` logs everyone out.
 """
 import html
 import secrets
@@ -65,6 +65,7 @@ class LoginSite(LocalServer):
             "alice": {"password": "alice-password", "mfa": "totp"},
             "bob": {"password": "bob-password", "mfa": "choose"},
             "dana": {"password": "dana-password", "mfa": "totp", "email": "dana@example.test"},
+            "erin": {"password": "erin-password", "mfa": "sms"},
         }
         self.csrf = secrets.token_urlsafe(8)
         self.sessions = {}      # sid cookie -> username (logged in)
@@ -125,7 +126,7 @@ class LoginSite(LocalServer):
         if not user.get("mfa"):
             return self.signed_in(name, next_path)
         token = secrets.token_urlsafe(16)
-        self.pending[token] = {"user": name, "sms": None}
+        self.pending[token] = {"user": name, "sms": self.text_a_code() if user["mfa"] == "sms" else None}
         return redirect(f"/mfa/{user['mfa']}", cookie=f"mfa={token}; HttpOnly; Path=/")
 
     def choose_form(self, req):
@@ -135,9 +136,7 @@ class LoginSite(LocalServer):
         if refused := self.need_pending(req):
             return refused
         if req.form.get("method") == "sms":
-            code = f"{secrets.randbelow(10**6):06d}"
-            self.sms_codes.append(code)
-            self.pending[req.cookies["mfa"]]["sms"] = code
+            self.pending[req.cookies["mfa"]]["sms"] = self.text_a_code()
             return redirect("/mfa/sms")
         return redirect("/mfa/totp")
 
@@ -177,6 +176,11 @@ class LoginSite(LocalServer):
         return redirect("/", cookie="sid=; Max-Age=0; Path=/")
 
     # -- helpers
+
+    def text_a_code(self):
+        code = f"{secrets.randbelow(10**6):06d}"
+        self.sms_codes.append(code)
+        return code
 
     def need_pending(self, req):
         """None when an MFA step is under way (mfa cookie), else a redirect to the login form."""

@@ -6,9 +6,9 @@ find the item for the domain (`{"provider", "auto": true}`). Values are read fre
 for each flow and never stored on the flow.
 """
 import json
-from dataclasses import dataclass
+from functools import partial
 
-from app.auth_connections import meanings
+from app.auth_connections.meanings import CredentialValues
 from app.auth_connections.models import AuthConnection
 from app.core import clock, crypto
 from app.core.errors import ApiError
@@ -23,25 +23,14 @@ class CredentialError(Exception):
     pass
 
 
-@dataclass
-class Login:
-    """A stored login: its values under the keys their owner chose, and a TOTP secret."""
-
-    values: dict
-    totp_secret: str | None = None
-    totp_settings: tuple = (None, None, None)  # algorithm, digits, period
-
-    def fill(self, fields):
-        """{field id: value} for the fields this login answers, matched by meaning (meanings.Stored)."""
-        return meanings.Stored(self.values, self.one_time_code if self.totp_secret else None).fill(fields)
-
-    def one_time_code(self):
-        algorithm, digits, period = self.totp_settings
-        return totp.code_at(self.totp_secret, algorithm or "SHA1", digits or 6, period or 30, clock.now())[0]
+def one_time_code(secret, algorithm, digits, period):
+    """The TOTP code of `secret` now (computed when a form is sent: one from a prompt's time may have expired)."""
+    return totp.code_at(secret, algorithm or "SHA1", digits or 6, period or 30, clock.now())[0]
 
 
 def usable_login(connection):
-    """The connection's login, or None when it has none; CredentialError when it names one that fails."""
+    """The connection's stored login (CredentialValues), or None when it has none; CredentialError when it names
+    one that fails."""
     ref = connection.credential_ref
     if not ref:
         return None
@@ -50,9 +39,11 @@ def usable_login(connection):
         credential = Credential.get_or_none((Credential.project == project.id) & (Credential.name == ref["name"]))
         if credential is None:
             raise CredentialError(f"no credential named {ref['name']!r}")
-        secret = crypto.decrypt(credential.totp_secret_ciphertext) if credential.has_totp_secret else None
-        return Login(credential.values, secret, (credential.totp_algorithm, credential.totp_digits,
-                                                 credential.totp_period))
+        if not credential.has_totp_secret:
+            return CredentialValues(credential.values)
+        return CredentialValues(credential.values, partial(
+            one_time_code, crypto.decrypt(credential.totp_secret_ciphertext), credential.totp_algorithm,
+            credential.totp_digits, credential.totp_period))
     provider = (CredentialProvider.select()
                 .where((CredentialProvider.org == project.org_id)
                        & ((CredentialProvider.id == ref["provider"]) | (CredentialProvider.name == ref["provider"])))
@@ -74,17 +65,21 @@ def usable_login(connection):
         raise CredentialError(error.message) from None
     values = {"username": found.username or "", "password": found.password or ""}
     if not found.totp_secret:
-        return Login(values)
+        return CredentialValues(values)
     try:
         parsed = totp.parse_secret(found.totp_secret)
     except ApiError:
         raise CredentialError("the provider item's one-time password is not a TOTP secret") from None
-    return Login(values, parsed["secret"], (parsed.get("algorithm"), parsed.get("digits"), parsed.get("period")))
+    return CredentialValues(values, partial(one_time_code, parsed["secret"], parsed.get("algorithm"),
+                                            parsed.get("digits"), parsed.get("period")))
 
 
 def remember(connection, typed):
     """After a person's successful login: keep what they typed as a Lantern credential
-    (save_credentials), so re-auth can log in without them."""
+    (save_credentials), so re-auth can log in without them.
+
+    The identifier is kept as `username` whatever it is (flows before the meaning rule read that key first);
+    one that is an email address or a phone number fills a field asking for one (meanings.kinds_of)."""
     if not connection.save_credentials or connection.credential_ref or not typed.get("password"):
         return
     values = {"username": typed.get("identifier") or "", "password": typed["password"]}

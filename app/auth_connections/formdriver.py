@@ -16,7 +16,8 @@ Classifying a page (heuristic but deterministic; the first rule that matches win
       (`one-time-code`), label, placeholder or aria-label mention otp, one-time, code, verification,
       passcode, token, 2fa/mfa/totp, or it has inputmode=numeric with a maxlength up to 10): one field,
       `totp_code` when its label mentions an authenticator app/TOTP (or, if its label names no channel
-      such as SMS, text, email or phone, when the page does), else `code`;
+      such as SMS, text, email or phone, when the page does), else `code`; a `code` field whose words name
+      a channel, or on a page saying the code was sent (texted, emailed, "we sent"), is `sent_by_site`;
    c. a form without visible fillable inputs whose submit buttons (two or more, or one whose label names
       an MFA channel) or radio inputs look like MFA methods (a label names a channel, or the page speaks of
       verification/two-factor): a "choice" of `mfa_method` choices. mfa_type from the label: push or
@@ -80,6 +81,7 @@ class FieldSpec:
     selector: str = ""
     input_mode: str | None = None  # text | email | tel | numeric (canonical Field.input_mode)
     accepts: tuple = ()  # the kinds of identifier an identifier field takes (app.auth_connections.meanings)
+    sent_by_site: bool = False  # a code field whose code the site says it sent (SMS, email, call): no authenticator's
 
 
 @dataclass
@@ -134,6 +136,8 @@ def _css_value(value):
 
 TOTP_HINT = re.compile(r"authenticator|totp|authentication app|verification app")
 CHANNEL_HINT = re.compile(r"\b(sms|text|texted|email|e-mail|phone|call)\b")
+SENT_HINT = re.compile(r"\b(texted|text message|sms|emailed|we (?:have |'ve )?(?:just )?(?:sent|called)|"
+                       r"(?:was|been|is) sent|check your (?:email|inbox|phone|messages))\b")
 SEARCH_HINT = re.compile(r" (q|query|search|s|keywords?) ")
 VERIFY_PAGE = re.compile(r"verif|two[- ]factor|two[- ]step|2-step|multi[- ]factor|\bmfa\b|\b2fa\b|security code|"
                          r"one[- ]time|verify it")
@@ -440,7 +444,13 @@ def _sso_entries(doc):
     return found
 
 
-def _field(control, kind, ids):
+def _hints(control):
+    """words() of how the page's author named an input (name, id), and of what a person reads beside it."""
+    return (words(control.name, control.attrs.get("id")),
+            words(control.label, control.attrs.get("placeholder"), control.attrs.get("aria-label")))
+
+
+def _field(control, kind, ids, doc):
     html_type = {"code": "code", "totp_code": "totp"}.get(kind) or (
         control.type if control.type in LEGACY_TYPES else "text")
     input_mode = (control.attrs.get("inputmode") or "").lower()
@@ -448,20 +458,20 @@ def _field(control, kind, ids):
         input_mode = {"email": "email", "tel": "tel", "number": "numeric"}.get(control.type)
         if kind in ("code", "totp_code"):
             input_mode = "numeric"
-    accepts = identifier_kinds(control.type, control.attrs.get("autocomplete"), words(
-        control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"),
-        control.attrs.get("aria-label"))) if kind == "identifier" else ()
+    named, shown = _hints(control)
+    accepts = identifier_kinds(control.type, control.attrs.get("autocomplete"), named, shown) \
+        if kind == "identifier" else ()
+    sent_by_site = kind == "code" and bool(CHANNEL_HINT.search(named + shown) or SENT_HINT.search(doc.text.lower()))
     return FieldSpec(
         id=ids(control.name or control.attrs.get("id") or f"field-{control.form.controls.index(control) + 1}"),
         name=control.name, type=kind, label=control.label or control.name or kind,
         required=kind != "text" or "required" in control.attrs, html_type=html_type,
         placeholder=control.attrs.get("placeholder") or None, selector=control.selector, input_mode=input_mode,
-        accepts=accepts)
+        accepts=accepts, sent_by_site=sent_by_site)
 
 
 def _is_code(control):
-    hints = words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"),
-                  control.attrs.get("aria-label"))
+    hints = "".join(_hints(control))
     if (control.attrs.get("autocomplete") or "").lower() == "one-time-code" or CODE_HINT.search(hints):
         return True
     maxlength = control.attrs.get("maxlength") or ""
@@ -470,7 +480,7 @@ def _is_code(control):
 
 
 def _is_identifier(control):
-    hints = words(control.name, control.attrs.get("id"), control.label, control.attrs.get("placeholder"))
+    hints = "".join(_hints(control))
     if control.type == "search" or SEARCH_HINT.fullmatch(words(control.name)) or "search" in hints:
         return False
     autocomplete = (control.attrs.get("autocomplete") or "").lower()
@@ -561,7 +571,7 @@ def _classify(doc, url, status, mode):
                      "identifier": _identifier_form}[finder](form)
             if found:
                 ids = _Ids()
-                specs = [(_field(control, kind, ids), control) for control, kind in found]
+                specs = [(_field(control, kind, ids, doc), control) for control, kind in found]
                 page = Page(kind="form", url=url, fields=[spec for spec, _ in specs], sso=sso_specs,
                             website_error=error, status=status)
                 return page, form, {spec.id: control for spec, control in specs}, actions
@@ -597,7 +607,10 @@ class _KeepAllResponses(urllib.request.HTTPErrorProcessor):
 class FormLogin:
     """One login attempt (or health check) against one site, with its own cookie jar."""
 
-    def __init__(self, *, allowed_hosts=None, timeout=10.0, max_redirects=10):
+    def __init__(self, *, allowed_hosts=None, timeout=10.0, max_redirects=10, never_in_url=()):
+        """`never_in_url`: values (stored passwords) no form may send in a URL; what submit() puts into a
+        password input joins them."""
+        self.never_in_url = {value for value in never_in_url if value}
         self.allowed_hosts = None if allowed_hosts is None else (
             {self._normalize_host(h) for h in allowed_hosts if h} - {""})
         self.timeout = timeout
@@ -637,6 +650,8 @@ class FormLogin:
             if value in (None, "") and spec.required:
                 missing.append(spec.id)
             filled[id(self._field_controls[spec.id])] = value or ""
+            if spec.type == "password" and value:
+                self.never_in_url.add(value)
         if missing:
             raise LoginError("missing_fields", "Missing values for: " + ", ".join(missing) + ".")
         sso_buttons = {id(a.button) for a in self._actions.values() if a.sso and a.button is not None}
@@ -743,9 +758,12 @@ class FormLogin:
         url = self._resolve(action)
         if method == "post":
             return self._load("POST", url, urlencode(pairs).encode(), mode)
+        # A password in a query string ends up in URLs, logs and Referer headers: refuse.
         if any(control.type == "password" for control in form.controls):
-            # A password in a query string ends up in URLs, logs and Referer headers: refuse.
             raise LoginError("password_in_url", "The login form sends the password in the URL (method GET); "
+                                                "Lantern does not submit it.")
+        if any(secret in value for _, value in pairs for secret in self.never_in_url):
+            raise LoginError("password_in_url", "The form would send a password in the URL (method GET); "
                                                 "Lantern does not submit it.")
         parts = urlparse(url)
         return self._load("GET", urlunparse(parts._replace(query=urlencode(pairs), fragment="")), None, mode)

@@ -36,6 +36,7 @@ from app.auth_connections.models import (
     EXPIRED,
     FAILED,
     IN_PROGRESS,
+    LEFT_OUT,
     LOGIN,
     PROMPT_KEYS,
     SUBMITTING,
@@ -205,6 +206,7 @@ def answer_for(flow, body):
     if not canonical and not legacy:
         raise bad_request("Give field_values or selected_choice_id (with interaction_id).")
     fields = {f["id"]: f for f in prompt.get("fields", [])}
+    left_out = flow.fields_left_out
     choices = {c["id"]: c for c in prompt.get("choices", [])}
     if canonical:
         if not body.get("interaction_id"):
@@ -216,9 +218,9 @@ def answer_for(flow, body):
             raise bad_request("Give field_values or selected_choice_id, not both.", field="field_values")
         if "selected_choice_id" in body:
             return {"choice": known(body["selected_choice_id"], choices, "selected_choice_id")}
-        return {"values": field_values(body["field_values"], fields)}
+        return {"values": field_values(body["field_values"], fields, left_out)}
     if "fields" in body:
-        return {"values": field_values(body["fields"], fields, member="fields")}
+        return {"values": field_values(body["fields"], fields, left_out, member="fields")}
     if "mfa_option_id" in body:
         matches = [c["id"] for c in choices.values() if c.get("mfa_type") == body["mfa_option_id"]
                    and c["type"] == "mfa_method"]
@@ -240,13 +242,17 @@ def known(choice_id, choices, member):
     return choice_id
 
 
-def field_values(values, fields, member="field_values"):
-    """{field id: value} for submitted values keyed by a field's id, its input's name or its meaning."""
+def field_values(values, fields, left_out=(), member="field_values"):
+    """{field id: value} for submitted values keyed by a field's id, its input's name or its meaning.
+
+    `fields`: the prompt's, by id; `left_out`: the form's other fields, which the stored credential fills and a
+    key may still name: its value is sent instead of the stored one (a script sending every field works).
+    """
     if not fields:
         raise bad_request("The current prompt has no fields; pick one of its choices.", field=member)
     keys_of = {}
     for key in values:
-        keys_of.setdefault(meanings.field_for_key(key, list(fields.values())), []).append(key)
+        keys_of.setdefault(meanings.field_for_key(key, [*fields.values(), *left_out]), []).append(key)
     unknown = sorted(keys_of.pop(None, []))
     if unknown:
         raise bad_request(f"Unknown field(s) {', '.join(unknown)}; the prompt asks for {', '.join(fields)}.",
@@ -266,20 +272,23 @@ def field_values(values, fields, member="field_values"):
 
 # -- prompts ----------------------------------------------------------------------------------
 
-def prompt_of(page, stored=(), again=False):
-    """The canonical and legacy prompt lists for a driver page (contract 6.7 nested models).
+def prompt_of(page, left_to_store=frozenset(), asked_again=False):
+    """The canonical and legacy prompt lists for a driver page (contract 6.7 nested models), and beside them
+    (LEFT_OUT, never shown) the fields the prompt leaves out.
 
-    `stored`: ids of the fields the stored login fills. They are left out of the prompt, or, `again` (the
-    site asks again after an answer that used them), shown optional: left empty, the stored value is sent.
+    `left_to_store`: ids of the fields the stored credential fills when a person leaves them. They are left out
+    of the prompt, or, `asked_again` (the site asks again after an answer that used them), shown optional with a
+    hint: left empty, the stored value is sent.
     """
     reason = "rejected" if page.website_error else "missing"
-    asked = [f for f in page.fields if again or f.id not in stored]
-    extra = {f.id: {"hint": STORED_HINT} if f.id in stored else {} for f in asked}
-    fields = [{"id": f.id, "ref": f.name, "type": f.type, "label": f.label, "required": f.required and f.id not in
-               stored, "reason": reason, "observed_selector": f.selector, **extra[f.id],
+    asked = [f for f in page.fields if asked_again or f.id not in left_to_store]
+    required = {f.id: f.required and f.id not in left_to_store for f in asked}
+    hints = {f.id: {"hint": STORED_HINT} if f.id in left_to_store else {} for f in asked}
+    fields = [{"id": f.id, "ref": f.name, "type": f.type, "label": f.label, "required": required[f.id],
+               "reason": reason, "observed_selector": f.selector, **hints[f.id],
                **({"input_mode": "numeric"} if f.type in ("code", "totp_code") else {})} for f in asked]
-    legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector,
-                      "required": f.required and f.id not in stored, **extra[f.id],
+    legacy_fields = [{"name": f.name, "label": f.label, "selector": f.selector, "required": required[f.id],
+                      **hints[f.id],
                       "type": "email" if f.html_type == "email" else LEGACY_FIELD_TYPES.get(f.type, "text"),
                       **({"placeholder": f.placeholder} if f.placeholder else {})} for f in asked]
     offered = {c.id: c for c in list(page.choices) + list(page.sso)}  # SSO buttons may be both
@@ -291,7 +300,10 @@ def prompt_of(page, stored=(), again=False):
                    for c in page.choices if c.type == "mfa_method" and c.mfa_type in LEGACY_MFA_TYPES]
     sign_in = [{"id": c.id, "label": c.label} for c in page.choices if c.type == "sign_in_method"]
     sso = [{"selector": c.selector or c.id, "provider": sso_provider(c.id), "label": c.label} for c in page.sso]
-    return dict(zip(PROMPT_KEYS, (fields, choices, legacy_fields, mfa_options, sign_in, sso), strict=True))
+    left_out = [{"id": f.id, "ref": f.name, "type": f.type} for f in page.fields
+                if not asked_again and f.id in left_to_store]
+    return {**dict(zip(PROMPT_KEYS, (fields, choices, legacy_fields, mfa_options, sign_in, sso), strict=True)),
+            LEFT_OUT: left_out}
 
 
 def sso_provider(choice_id):
@@ -301,9 +313,15 @@ def sso_provider(choice_id):
 
 # -- the runner -------------------------------------------------------------------------------
 
-def page_kind(page):
-    """A form page's kind: the types of its fields."""
+def field_types(page):
+    """What a form page asks for, to know the site asks again: the types of its fields."""
     return tuple(sorted(field.type for field in page.fields))
+
+
+def fields_left_to_store(page, filled, asked_again):
+    """Ids of the fields a person may leave to the stored credential: all it fills; once the site asks again,
+    only identifiers, so a password or code it may just have refused is never sent again without being typed."""
+    return {f.id for f in page.fields if f.id in filled and (not asked_again or f.type == "identifier")}
 
 
 class FlowGone(Exception):
@@ -350,7 +368,8 @@ class Runner:
         self.connection = connection
         config = self.app.config
         self.driver = FormLogin(allowed_hosts=login_credentials.allowed_hosts(connection),
-                                timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"])
+                                timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"],
+                                never_in_url=self.login.passwords if self.login is not None else ())
         try:
             page = self.driver.open(login_credentials.login_url(connection))
             while page is not None:
@@ -366,16 +385,17 @@ class Runner:
         if page.kind == "error":
             self.finish(FAILED, error_code="login_page_unusable", error_message=page.message or "No login form found.")
             return None
-        stored = self.login.fill(page.fields) if self.login is not None and page.kind == "form" else {}
-        automatic = None if page.kind == "external" else self.automatic_answer(page, stored)
+        filled = self.login.fill(page.fields) if self.login is not None and page.kind == "form" else {}
+        automatic = None if page.kind == "external" else self.automatic_answer(page, filled)
         if automatic is not None:
             if not self.update(step=SUBMITTING, prompt=json.dumps({}), interaction_id=None, website_error=None):
                 return None
             return self.apply(page, automatic)
-        again = page_kind(page) in self.answered_from_store
-        if stored:
-            self.answered_from_store.add(page_kind(page))
-        prompt = prompt_of(page, stored, again)
+        asked_again = field_types(page) in self.answered_from_store
+        if filled:
+            self.answered_from_store.add(field_types(page))
+        left_to_store = fields_left_to_store(page, set(filled), asked_again)
+        prompt = prompt_of(page, left_to_store, asked_again)
         step = AWAITING_EXTERNAL_ACTION if page.kind == "external" else AWAITING_INPUT
         if not self.update(step=step, prompt=json.dumps(prompt), interaction_id=new_id(),
                            website_error=page.website_error,
@@ -384,12 +404,12 @@ class Runner:
         answer = self.wait_for_answer()
         if answer is None:
             return None
-        return self.apply(page, answer, by_person=True)
+        return self.apply(page, answer, left_to_store)
 
-    def automatic_answer(self, page, stored):
+    def automatic_answer(self, page, filled):
         """What the stored login answers on this page by itself, or None (a person is asked).
 
-        `stored` is what it fills of a form's fields; the form is sent without a person when that
+        `filled` is what it fills of a form's fields; the form is sent without a person when that
         is every required field. Each kind of page (the set of field types asked for, or a method
         choice) is answered from the store once: if the site asks again, whether or not it shows
         an error we can read, a person decides, so a wrong stored password is never retried in a loop.
@@ -399,28 +419,31 @@ class Runner:
             return None
         if page.kind == "choice":
             totp = [c for c in page.choices if c.mfa_type == "totp"]
-            if not (login.totp_secret and totp) or "choice" in self.answered_from_store:
+            if not (login.one_time_code and totp) or "choice" in self.answered_from_store:
                 return None
             self.answered_from_store.add("choice")
             return {"choice": totp[0].id}
-        complete = all(field.id in stored for field in page.fields if field.required)
-        if not stored or not complete or page_kind(page) in self.answered_from_store:
+        complete = all(field.id in filled for field in page.fields if field.required)
+        if not filled or not complete or field_types(page) in self.answered_from_store:
             return None
-        self.answered_from_store.add(page_kind(page))
-        return {"values": stored}
+        self.answered_from_store.add(field_types(page))
+        return {"values": filled}
 
-    def apply(self, page, answer, by_person=False):
+    def apply(self, page, answer, left_to_store=None):
+        """Send an answer: the stored login's own, or a person's (`left_to_store` given: the ids of the fields
+        the stored login fills when the person leaves them empty)."""
         if "choice" in answer:
             return self.driver.choose(answer["choice"])
         values = answer["values"]
-        if by_person:
+        if left_to_store is not None:
             typed = {field_id: value for field_id, value in values.items() if value}
             # What a person typed for the identifier and password, to store if the login succeeds.
             for field in page.fields:
                 if field.type in ("identifier", "password") and field.id in typed:
                     self.typed[field.type] = typed[field.id]
-            # The stored login fills the rest, read now: a one-time code from the prompt's time may have expired.
-            values = {**(self.login.fill(page.fields) if self.login is not None else {}), **typed}
+            # Read now: a one-time code from the prompt's time may have expired.
+            stored = {} if self.login is None else self.login.fill([f for f in page.fields if f.id in left_to_store])
+            values = {**stored, **typed}
         return self.driver.submit(values)
 
     def wait_for_answer(self):

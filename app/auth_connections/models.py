@@ -22,6 +22,7 @@ TERMINAL = {SUCCESS, FAILED, EXPIRED, CANCELED}
 DISCOVERING, AWAITING_INPUT, AWAITING_EXTERNAL_ACTION, SUBMITTING, COMPLETED = (
     "DISCOVERING", "AWAITING_INPUT", "AWAITING_EXTERNAL_ACTION", "SUBMITTING", "COMPLETED")
 PROMPT_KEYS = ("fields", "choices", "discovered_fields", "mfa_options", "sign_in_options", "pending_sso_buttons")
+LEFT_OUT = "left_out"  # beside PROMPT_KEYS in a flow's stored prompt, never shown
 
 
 class AuthConnection(BaseModel):
@@ -124,7 +125,15 @@ class LoginFlow(BaseModel):
 
     @property
     def prompt_lists(self):
-        return json.loads(self.prompt)
+        """The prompt as the API shows it (PROMPT_KEYS)."""
+        prompt = json.loads(self.prompt)
+        return {key: prompt[key] for key in PROMPT_KEYS if key in prompt}
+
+    @property
+    def fields_left_out(self):
+        """The form's fields the prompt leaves out, the stored credential filling them ({id, ref, type}): a
+        submit may still name them, to send its own value instead."""
+        return json.loads(self.prompt).get(LEFT_OUT, [])
 
     @property
     def handoff_hash_list(self):

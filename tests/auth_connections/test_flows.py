@@ -496,3 +496,134 @@ def test_a_single_email_or_username_field_then_the_password_page(client, site, n
     submit(client, connection["id"], {"fields": {"password": "carol-password"}})
     assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
     assert list(site.sessions.values()) == ["carol@example.test"]
+
+
+# -- review of #35 item 6: what a stored value may fill, and what a person is asked again -----------------
+
+def form_page(site, inputs, method="post", action="/login"):
+    """A login route's answer: a form of `inputs` (HTML) with the site's CSRF token."""
+    return lambda req: (200, (
+        f'<html><body><form method="{method}" action="{action}"><input type="hidden" name="csrf" '
+        f'value="{site.csrf}">{inputs}<button type="submit">Sign in</button></form></body></html>'), [])
+
+
+def test_a_text_input_named_password_never_gets_the_stored_password(client, site, new_connection, wait_for):
+    """A visible text input named after a credential key ("password") is not the password field."""
+    site.routes[("GET", "/login")] = form_page(site, (
+        '<label>Username <input name="username"></label><label>Password <input name="pw" type="password"></label>'
+        '<label>Display name, shown on your public profile <input name="password"></label>'))
+    sent = []
+    site.routes[("POST", "/login")] = lambda req: (sent.append(dict(req.form)), (200, "<p>Welcome</p>", []))[1]
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert [(form["username"], form["pw"], form["password"]) for form in sent] == [("carol", "carol-password", "")]
+
+
+def test_an_identifier_form_sent_by_get_never_carries_the_stored_password(client, site, new_connection, wait_for):
+    """An input named "password" labelled "Email" on a GET form takes the email; the password stays out of URLs."""
+    site.routes[("GET", "/login")] = lambda req: (200, (
+        '<html><body><form method="get" action="/next"><label>Email <input name="password"></label>'
+        '<button type="submit">Next</button></form></body></html>'), [])
+    site.routes[("GET", "/next")] = lambda req: (200, "<p>Welcome</p>", [])
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"email": "carol@example.test", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert "/next?password=carol%40example.test" in site.paths
+    assert not any("carol-password" in path for path in site.paths)
+
+
+def test_a_login_saved_with_a_phone_number_logs_in_again_by_itself(client, site, new_connection, wait_for):
+    """save_credentials keeps what a person typed as `username`; a phone number there fills a tel field."""
+    site.routes[("GET", "/login")] = form_page(site, (
+        '<label>Mobile number <input name="phone" type="tel"></label>'
+        '<label>Password <input name="password" type="password"></label>'))
+    login = site.routes[("POST", "/login")]
+    site.routes[("POST", "/login")] = lambda req: (req.form.update(username=req.form.get("phone", "")), login(req))[1]
+    site.users["+15550100"] = site.users["carol"]
+    connection = new_connection()
+    start(client, connection["id"])
+    wait_for(connection["id"], prompt_after())
+    submit(client, connection["id"], {"fields": {"phone": "+15550100", "password": "carol-password"}})
+    assert wait_for(connection["id"], finished)["credential"] == {"name": f"auth-{connection['id']}"}
+
+    site.expire_sessions()
+    start(client, connection["id"])
+    done = wait_for(connection["id"], finished)
+    assert done["flow_status"] == "SUCCESS", done
+    assert site.requests.count(("POST", "/login")) == 2
+
+
+@pytest.mark.parametrize("label", ["Email or login", "Email or member ID", "Email address or login name"])
+def test_a_username_fills_a_field_asking_for_an_email_or_a_login(client, site, new_connection, wait_for, label):
+    site.routes[("GET", "/login")] = form_page(site, (
+        f'<label>{label} <input name="who"></label><label>Password <input name="password" type="password"></label>'))
+    login = site.routes[("POST", "/login")]
+    site.routes[("POST", "/login")] = lambda req: (req.form.update(username=req.form.get("who", "")), login(req))[1]
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["carol"]
+
+
+def test_the_username_is_the_most_specific_key_whatever_their_order(client, site, new_connection, wait_for):
+    """An account number is not a username: it fills only an input named after it."""
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1", "values": {
+        "account": "12345", "handle": "@carol", "user": "carol", "password": "carol-password"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["carol"]
+
+
+def test_a_refused_stored_password_is_asked_for_and_never_sent_again_unasked(client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "stale", "domain": "127.0.0.1",
+                                      "values": {"username": "carol", "password": "old-password"}})
+    connection = new_connection(credential={"name": "stale"})
+    start(client, connection["id"])
+    again = wait_for(connection["id"], prompt_after())
+    assert again["website_error"] == "Incorrect username or password."
+    shown = {f["type"]: f for f in again["fields"]}
+    assert (shown["identifier"]["required"], "hint" in shown["identifier"]) == (False, True)
+    assert (shown["password"]["required"], "hint" in shown["password"]) == (True, False)
+    assert {f["name"]: f["required"] for f in again["discovered_fields"]} == {"username": False, "password": True}
+    empty = submit(client, connection["id"], {"fields": {}})  # pressing Continue with nothing typed
+    assert empty.status_code == 400 and "password" in empty.get_json()["message"]
+    assert site.requests.count(("POST", "/login")) == 1
+    submit(client, connection["id"], {"fields": {"password": "carol-password"}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["carol"]
+
+
+def test_a_script_may_send_a_field_the_credential_fills_and_its_value_wins(client, site, new_connection, wait_for):
+    """A script that always sends the email and the password keeps working beside a partial credential."""
+    site.users["carol@example.test"] = site.users["carol"]
+    client.post("/credentials", json={"name": "carol", "domain": "127.0.0.1",
+                                      "values": {"email": "old-address@example.test"}})
+    connection = new_connection(credential={"name": "carol"})
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert [f["type"] for f in record["fields"]] == ["password"]
+    answer = submit(client, connection["id"], {"fields": {"email": "carol@example.test", "password": "carol-password"}})
+    assert answer.status_code == 200, answer.get_json()
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["carol@example.test"]
+
+
+def test_a_texted_code_is_not_answered_from_the_authenticator_secret(client, site, new_connection, wait_for):
+    client.post("/credentials", json={"name": "erin", "domain": "127.0.0.1", "totp_secret": site.totp_secret,
+                                      "values": {"username": "erin", "password": "erin-password"}})
+    connection = new_connection(credential={"name": "erin"})
+    start(client, connection["id"])
+    record = wait_for(connection["id"], prompt_after())
+    assert [(f["type"], f["required"], "hint" in f) for f in record["fields"]] == [("code", True, False)]
+    assert ("POST", "/mfa/sms") not in site.requests
+    submit(client, connection["id"], {"fields": {"otp": site.sms_codes[-1]}})
+    assert wait_for(connection["id"], finished)["flow_status"] == "SUCCESS"
+    assert list(site.sessions.values()) == ["erin"]

@@ -207,6 +207,27 @@ def test_identifier_first_step_and_radio_methods(site):
     assert posted == [{"via": "call"}]
 
 
+def test_no_form_sends_a_password_in_its_url(site):
+    """Neither a stored password (never_in_url) nor one typed into a password input earlier in the same login."""
+    next_step = '<form method="get" action="/next"><label>Email <input name="password"></label><button>Next</button>'
+    driver = driver_for(site, never_in_url=["stored-secret"])
+    driver.open(serve(site, "/step", next_step + "</form>"))
+    with pytest.raises(LoginError) as refused:
+        driver.submit({"password": "my stored-secret"})
+    assert refused.value.code == "password_in_url"
+
+    driver = driver_for(site)
+    site.routes[("POST", "/first")] = lambda req: (200, f"<html><body>{next_step}</form></body></html>", [])
+    driver.open(serve(site, "/first", '<form method="post" action="/first"><input name="user">'
+                                      '<input name="pass" type="password"><button>Next</button></form>'))
+    assert driver.submit({"user": "dana", "pass": "typed-secret"}).url == site.url + "/first"
+    with pytest.raises(LoginError) as refused:
+        driver.submit({"password": "typed-secret"})
+    assert refused.value.code == "password_in_url"
+    assert not any(path.startswith("/next") for path in site.paths)
+    assert driver.submit({"password": "dana@example.test"}).url == site.url + "/next?password=dana%40example.test"
+
+
 def test_hidden_inputs_search_boxes_and_own_form_sso_buttons(site):
     page = driver_for(site).open(serve(site, "/mixed", """
         <form action="/search"><input name="q" placeholder="Search"></form>

@@ -51,3 +51,33 @@ def test_an_email_only_credential_logs_in_with_only_the_password_and_the_browser
             assert page.locator("main p").first.inner_text() == "Welcome, dana"
     finally:
         sdk.browsers.delete_by_id(created.session_id)
+
+
+def test_a_script_that_always_sends_the_email_and_the_password_works_beside_an_email_only_credential(
+        sdk, login_site):
+    """The credential fills the email, but the script's own email wins (a wrong stored address is corrected)."""
+    name, profile = f"dana-{uuid.uuid4().hex[:8]}", f"dana-{uuid.uuid4().hex[:8]}"
+    sdk.credentials.create(name=name, domain="127.0.0.1", values={"email": "old-address@example.test"},
+                           totp_secret=login_site.totp_secret)
+    auth = sdk.auth.connections.create(domain="127.0.0.1", profile_name=profile, credential={"name": name},
+                                       login_url=f"{login_site.url}/login/email")
+    sdk.auth.connections.login(auth.id)
+
+    state = state_when(sdk, auth.id, lambda s: s.flow_step == "AWAITING_INPUT" or s.flow_status != "IN_PROGRESS")
+    assert [field.name for field in state.discovered_fields] == ["password"], state
+    sdk.auth.connections.submit(auth.id, fields={"email": "dana@example.test", "password": "dana-password"})
+    done = state_when(sdk, auth.id, lambda s: s.flow_status != "IN_PROGRESS")
+    assert (done.flow_status, done.status) == ("SUCCESS", "AUTHENTICATED"), done
+    assert list(login_site.sessions.values()) == ["dana"]
+
+
+def state_when(sdk, auth_id, reached):
+    """The connection once `reached(it)` (within 30 s), else as last seen, for the assertion's message."""
+    seen = []
+
+    def check():
+        seen.append(sdk.auth.connections.retrieve(auth_id))
+        return reached(seen[-1])
+
+    eventually(check, 30, interval=0.1)
+    return seen[-1]
