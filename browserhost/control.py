@@ -16,6 +16,11 @@
                                           its screen (replays.py) -> {"started_at"}
     POST   /sessions/{id}/replays/{replay_id}/stop   end a recording; answered once the app has it
     PUT    /sessions/{id}/categories      {"categories": [...]}: the telemetry its capture produces
+    PUT    /sessions/{id}/viewport        {"width", "height", "restart", "start_seconds"}: its windows resized
+                                          (reshape.py), or Chromium started again when its screen cannot hold
+                                          them and `restart` allows it (else 409 viewport_needs_restart)
+                                          -> {"restarted"}
+    POST   /sessions/{id}/profile         {"profile_state"}: loaded into the running browser
     GET    /health
 """
 import hmac
@@ -79,6 +84,8 @@ class ControlHandler(BaseHTTPRequestHandler):
             self.answer(*self.host.computer(hosted, body.get("actions") or []))
         elif hosted is not None and parts[2:] == ["replays"]:
             self.answer(*self.host.start_replay(hosted, body))
+        elif hosted is not None and parts[2:] == ["profile"]:
+            self.answer(*self.host.load_profile(hosted, body))
         elif hosted is not None and len(parts) == 5 and parts[2] == "replays" and parts[4] == "stop":
             self.answer(*self.host.stop_replay(hosted, parts[3]))
         elif hosted is not None and parts[2:] == ["clients"]:
@@ -99,6 +106,8 @@ class ControlHandler(BaseHTTPRequestHandler):
         if hosted is not None and parts[2:] == ["categories"]:
             self.host.set_categories(hosted, body.get("categories") or ())
             self.answer(200, {"categories": sorted(hosted.categories)})
+        elif hosted is not None and parts[2:] == ["viewport"]:
+            self.answer(*self.host.resize(hosted, body))
         else:
             self.answer(404, {"code": "not_found", "message": self.path})
 

@@ -13,20 +13,24 @@ browser; its database is put in the workdir). The DevTools port is chosen by Chr
 own TMPDIR under its workdir, reached through a short link in /tmp when that path is long.
 
 The viewport. In headless "new" mode Chromium lays out a real browser window, tab strip and
-toolbar included, so `--window-size=1024,768` gives a page 1024x681 (Chromium 156). The window
-is therefore made taller by the browser UI's height (CHROME_HEIGHT: 87 px measured here, headless
-and headful on Xvfb alike), so every window, and so every page, sees exactly the requested
-innerWidth x innerHeight, including new tabs (each a new window in headless mode) and pages a
-CDP client such as Playwright opens in the default context. The alternatives fall short:
-`Browser.setWindowBounds` reaches only windows that exist (new tabs get the --window-size
-default again), and `Emulation.setDeviceMetricsOverride` is per DevTools session, so it would
-have to be re-applied to each page as it appears, before its scripts run, and a client's own
-emulation could undo it. The first launch of each mode in a process measures the UI height on
-a blank window and, if it differs from what was assumed (another build or theme), relaunches
-once with the measured height. `--test-type` keeps the "unsupported command-line flag:
---no-sandbox" infobar away: it would take 56 px from the first tab a moment after the start.
-Headless mode reports an 800x600 screen; the screen is made 1920x1080 (or the window's size if
-larger), so the window fits on it as on a real desktop. A width under 500 px becomes 500.
+toolbar included, so a window 1024x768 gives a page 1024x681 (Chromium 156). Each window is therefore made
+taller by the browser UI's height (CHROME_HEIGHT: 87 px measured here, headless and headful on Xvfb alike),
+so every page sees exactly the requested innerWidth x innerHeight. Chromium is started without
+`--window-size` (which would give every new window that size for the browser's whole life) and its first
+window is sized over CDP (reshape.fit_windows) before anything loads: new windows take the last active
+one's size, so new tabs, pages a CDP client such as Playwright opens, and a later new viewport
+(server.py's resize) reach every window. `Emulation.setDeviceMetricsOverride` would not do: it is per
+DevTools session, so it would have to be re-applied to each page as it appears, before its scripts run,
+and a client's own emulation could undo it. The first start of each mode in a process measures the UI
+height on a blank tab. `--test-type` keeps the "unsupported command-line flag: --no-sandbox" infobar
+away: it would take 56 px from the first tab a moment after the start. Headless mode reports an 800x600
+screen; the screen is made 1920x1080 (or the window's size if larger), so the window fits on it as on a
+real desktop. A width under 500 px becomes 500.
+
+Kiosk (`kiosk`, headful only: a headless screen shows no browser UI anyway): `--kiosk` takes the tab strip
+and toolbar away; with no window manager on Xvfb its window keeps the size and place it was started with,
+so it is started at the viewport's size in the screen's corner, and the screen is one pixel wider and
+higher than the viewport (a window as wide or as high as its screen is made a pixel smaller).
 
 The allowlist (`allowed_hosts`) is `--host-resolver-rules`: every name and IP literal (IPv6 and
 numeric forms such as 2130706433 included, which Chromium canonicalizes first) resolves to
@@ -49,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from browserhost import cgroups, resolver, sandbox
+from browserhost import cgroups, reshape, resolver, sandbox
 from browserhost.cdp import CdpClient
 from lantern_wire.devtools import DevTools
 
@@ -64,7 +68,7 @@ LOG_TAIL_CHARS = 3000
 MAX_TMPDIR_LENGTH = 60
 SINGLETON_FILES = ("SingletonLock", "SingletonSocket", "SingletonCookie")
 
-# (binary, headless) -> browser UI height, once measured in this process.
+# (binary, headful) -> browser UI height, once measured in this process.
 _measured_chrome_heights = {}
 
 
@@ -155,9 +159,10 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sand
     ]
     window = None
     if options.viewport:
-        width, height = options.viewport
-        window = (width, height + chrome_height)
-        argv.append(f"--window-size={window[0]},{window[1]}")
+        window = (options.viewport[0], options.viewport[1] + chrome_height)
+    if options.kiosk and options.display:
+        width, height = options.viewport or DEFAULT_SCREEN
+        argv += ["--kiosk", f"--window-size={width},{height}", "--window-position=0,0"]
     if not options.display:
         screen = (max(DEFAULT_SCREEN[0], window[0]), max(DEFAULT_SCREEN[1], window[1])) if window else DEFAULT_SCREEN
         argv.append(f"--screen-info={{0,0 {screen[0]}x{screen[1]}}}")
@@ -183,7 +188,9 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sand
 class Browser:
     """One running Chromium: `Browser.start(...)`, then `devtools` (or `ws_url` without a sandbox), `stop()`."""
 
-    def __init__(self, process, workdir, devtools, log_path, tmpdir, box=None):
+    def __init__(self, binary, process, workdir, devtools, log_path, tmpdir, box=None):
+        self.binary = binary
+        self.headful = False  # on a screen: its windows are as high as a headless one's, but measured apart
         self.process = process
         # Chromium's own process id on this host: the process started here (also its process group
         # id), or in a sandbox, the browser process found in its cgroup.
@@ -222,30 +229,38 @@ class Browser:
     @classmethod
     def start(cls, binary, workdir, options, *, timeout=20.0, box=None):
         """Start Chromium on `workdir` (user-data/, tmp/, chromium.log), inside `box` when given (a created
-        sandbox.Sandbox), and wait until its DevTools endpoint answers; LaunchError, with the log's tail, if it
-        does not (StartTimedOut when it did not within `timeout` seconds, all of the start)."""
-        measured, deadline = (binary, options.display is None), time.monotonic() + timeout
-        browser = cls._launch(binary, workdir, options, timeout, _measured_chrome_heights.get(measured, CHROME_HEIGHT),
-                              box)
-        if options.viewport and measured not in _measured_chrome_heights:
+        sandbox.Sandbox), wait until its DevTools endpoint answers, and give its window the viewport; LaunchError,
+        with the log's tail, if it does not (StartTimedOut when it did not within `timeout` seconds, all of the
+        start)."""
+        deadline = time.monotonic() + timeout
+        browser = cls._launch(binary, workdir, options, timeout, box)
+        browser.headful = headful(options)
+        if options.viewport and not kiosk(options):
             try:
-                height = browser._measure_chrome_height(max(deadline - time.monotonic(), 0.5))
+                browser.fit(options.viewport, timeout=max(deadline - time.monotonic(), 0.5))
             except Exception as error:
                 browser.stop(grace=0)
                 failed = StartTimedOut if time.monotonic() > deadline else LaunchError
-                raise failed(f"measuring the browser's window failed: {error}") from error
-            _measured_chrome_heights[measured] = height
-            if height != CHROME_HEIGHT:
-                log.warning("browser UI is %s px high, not %s: relaunching %s", height, CHROME_HEIGHT, binary)
-                browser.stop()
-                browser = cls._launch(binary, workdir, options, max(deadline - time.monotonic(), 0.0), height, box)
+                raise failed(f"sizing the browser's window failed: {error}") from error
         if box is not None:
             box.bound_cpu()
         return browser
 
+    def fit(self, viewport, *, timeout=10.0):
+        """Give every window of the browser the inner size `viewport`, and so every window it opens later."""
+        with CdpClient(self.devtools, timeout=timeout) as cdp:
+            measured = (self.binary, self.headful)
+            chrome_height = _measured_chrome_heights.get(measured)
+            if chrome_height is None:
+                chrome_height = _measured_chrome_heights[measured] = _measure_chrome_height(cdp, timeout)
+                if chrome_height != CHROME_HEIGHT:
+                    log.warning("browser UI is %s px high, not %s", chrome_height, CHROME_HEIGHT)
+            return reshape.fit_windows(cdp, viewport, chrome_height, timeout)
+
     @classmethod
-    def _launch(cls, binary, workdir, options, timeout, chrome_height, box):
+    def _launch(cls, binary, workdir, options, timeout, box):
         workdir = Path(workdir).absolute()  # as given otherwise: kill_group(expect_in_cmdline=workdir) matches it
+        chrome_height = _measured_chrome_heights.get((binary, headful(options)), CHROME_HEIGHT)
         if box is not None:
             return cls._launch_in(box, binary, workdir, options, timeout, chrome_height)
         user_data, tmp = workdir / "user-data", workdir / "tmp"
@@ -269,7 +284,7 @@ class Browser:
             if os.path.islink(tmpdir):
                 os.unlink(tmpdir)
             raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
-        return cls(process, workdir, devtools, log_path, tmpdir)
+        return cls(binary, process, workdir, devtools, log_path, tmpdir)
 
     @classmethod
     def _launch_in(cls, box, binary, workdir, options, timeout, chrome_height):
@@ -282,7 +297,7 @@ class Browser:
                   for folder in options.extension_dirs]
         screen = None
         if not options.headless:
-            screen = screen_for(options.viewport, chrome_height)
+            screen = screen_for(options.viewport, chrome_height, kiosk=options.kiosk)
             options = replace(options, display=":99")
         argv, env = command(binary, f"{sandbox.INSIDE_HOME}/user-data", replace(options, extension_dirs=inside),
                             chrome_height=chrome_height, sandboxed=True)
@@ -301,22 +316,7 @@ class Browser:
             box.cgroup.kill(0)
             process.wait()
             raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
-        return cls(process, workdir, devtools, log_path, "/tmp", box)
-
-    def _measure_chrome_height(self, timeout):
-        """outerHeight - innerHeight of a fresh blank window (the first tab is the session's, left as it is)."""
-        with CdpClient(self.devtools, timeout=timeout) as cdp:
-            target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-            gone = threading.Event()
-            cdp.on("Target.detachedFromTarget", lambda params, _: params.get("targetId") == target and gone.set())
-            session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-            result = cdp.call("Runtime.evaluate", {"expression": "outerHeight - innerHeight", "returnByValue": True},
-                              session_id=session)
-            cdp.call("Target.closeTarget", {"targetId": target})
-            # closeTarget answers before the tab is gone; a client listing pages meanwhile would find
-            # it, and its commands to it would never be answered.
-            gone.wait(timeout)
-        return result["result"]["value"]
+        return cls(binary, process, workdir, devtools, log_path, "/tmp", box)
 
     def stop(self, grace=2.0):
         """SIGTERM to the group (every process of the sandbox), SIGKILL to what is left after `grace` seconds;
@@ -334,6 +334,31 @@ class Browser:
         if os.path.islink(self.tmpdir):
             os.unlink(self.tmpdir)
         return self.process.wait()
+
+
+def _measure_chrome_height(cdp, timeout):
+    """outerHeight - innerHeight of a fresh blank tab (the first tab is the session's, left as it is)."""
+    target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    gone = threading.Event()
+    cdp.on("Target.detachedFromTarget", lambda params, _: params.get("targetId") == target and gone.set())
+    session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    result = cdp.call("Runtime.evaluate", {"expression": "outerHeight - innerHeight", "returnByValue": True},
+                      session_id=session)
+    cdp.call("Target.closeTarget", {"targetId": target})
+    # closeTarget answers before the tab is gone; a client listing pages meanwhile would find it, and its
+    # commands to it would never be answered.
+    gone.wait(timeout)
+    return result["result"]["value"]
+
+
+def headful(options):
+    """Whether the options start a browser on a screen (a display given, or one its sandbox starts)."""
+    return bool(options.display) or not options.headless
+
+
+def kiosk(options):
+    """Whether the options start a kiosk: only a headful browser has browser UI to take away."""
+    return options.kiosk and headful(options)
 
 
 def _browser_process(box):
@@ -366,10 +391,14 @@ def _remove_stale_files(user_data):
 FRAME_MARGIN = 10
 
 
-def screen_for(viewport, chrome_height=CHROME_HEIGHT):
+def screen_for(viewport, chrome_height=CHROME_HEIGHT, *, kiosk=False):
     """The X screen of a headful browser: DEFAULT_SCREEN, or larger than the window with its frame, so that the
     whole page is on the screen (the computer API's screenshots grab it there), and a window as wide or as high
-    as its screen is never made a pixel smaller (a 1920x1080 page on a 1920-wide screen measures 1919)."""
+    as its screen is never made a pixel smaller (a 1920x1080 page on a 1920-wide screen measures 1919). A kiosk's
+    screen is its window's (the viewport, at the screen's corner) and that pixel."""
+    if kiosk:
+        width, height = viewport or DEFAULT_SCREEN
+        return width + 1, height + 1
     if not viewport:
         return DEFAULT_SCREEN
     return (max(DEFAULT_SCREEN[0], viewport[0] + 2 * FRAME_MARGIN + 1),

@@ -31,11 +31,11 @@ import subprocess
 import threading
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from browserhost import cgroups, computer, host_folder, launch, replays, resolver, sandbox, storage
+from browserhost import cgroups, computer, host_folder, launch, replays, reshape, resolver, sandbox, storage
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.control import ControlHandler
@@ -70,6 +70,8 @@ FOLDER_IN_USE = 5
 CHROMIUM_EXITED = re.compile(r"Chromium exited with (-?\d+) before")
 # A start's deadline when the app does not give one (it sends its BROWSER_HOST_START_SECONDS).
 DEFAULT_START_SECONDS = 30
+# How long a restart (a new viewport) may take to read the browser's tabs and storage.
+READ_SECONDS = 10
 # How long a stopping host waits for the app to take what its browsers reported last.
 FINAL_REPORTS_SECONDS = 10
 # How long a finished recording is offered to the app while it does not answer, before it is given up.
@@ -98,6 +100,8 @@ class Hosted:
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
     categories_put: int = 0  # how many PUTs set them: a heartbeat's answer from before the newest is older
     screen: computer.Screen | None = None  # for the computer API
+    options: launch.LaunchOptions | None = None  # what its Chromium was started with (a restart's, its new viewport)
+    restarting: bool = False  # its Chromium is being started again (a new viewport): its exit ends nothing
     recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
     recording_lock: threading.Lock = field(default_factory=threading.Lock)  # one recording starts at a time
 
@@ -361,8 +365,8 @@ class BrowserHostServer:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
         if body.get("chrome_policy") and self.policy is None:
-            return 400, {"code": "bad_request", "message": "chrome_policy needs a sandboxed browser host (each session's "
-                         "policy file is its sandbox's): this one runs with BROWSER_SANDBOX=off."}
+            return 400, {"code": "bad_request", "message": "chrome_policy needs a sandboxed browser host (each "
+                         "session's policy file is its sandbox's): this one runs with BROWSER_SANDBOX=off."}
         try:
             resolver.normalize_hosts(body.get("allowed_hosts") or ())
         except ValueError as error:  # the app takes any string: what no resolver can look up is refused here
@@ -405,35 +409,56 @@ class BrowserHostServer:
 
     def _launch(self, hosted, body):
         hosted.workdir.mkdir(parents=True)
-        display = None
         if self.policy is not None:
             hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=memory_mb(body),
                                          allowed_hosts=body.get("allowed_hosts")).create()
         extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
         extension_dirs = [self._unpack(extensions / e["id"], e["zip"]) for e in body.get("extensions") or ()]
         viewport = body.get("viewport")
-        if hosted.box is None and not body.get("headless"):
-            screen = launch.screen_for((viewport["width"], viewport["height"]) if viewport else None)
-            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=screen)
-            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
         location = body.get("location") or {}
-        options = launch.LaunchOptions(
+        self._start_chromium(hosted, launch.LaunchOptions(
             headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
             timezone=location.get("timezone"), locale=location.get("locale"),  # start_url: loaded by the capture
             extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
-            display=display, kiosk=bool(body.get("kiosk_mode")), chrome_policy=body.get("chrome_policy"))
-        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
-                                              timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
-        screen = None if options.headless else Display(
-            ":99" if hosted.box else display, hosted.box, options.viewport or launch.DEFAULT_SCREEN)
-        hosted.screen = computer.Screen(hosted.browser.devtools, display=screen,
-                                        size=options.viewport or launch.DEFAULT_SCREEN)
-        (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
+            kiosk=bool(body.get("kiosk_mode")), chrome_policy=body.get("chrome_policy")))
         state = body.get("profile_state")
         if state:
-            hosted.origins = {entry["origin"] for entry in state.get("origins") or ()}
-            with CdpClient(hosted.browser.devtools, timeout=self._time_left(hosted, "loading the profile")) as cdp:
-                storage.load_state(cdp, state)
+            self._load_state(hosted, state, self._time_left(hosted, "loading the profile"))
+        self._start_capture(hosted)
+        hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.reports.logs(
+            hosted.session_id, "supervisor", CHROMIUM_LOG,
+            [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)]),
+            max_bytes=CHROMIUM_LOG_MAX_BYTES).start()
+        self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
+                          f"{'headless' if hosted.options.headless else 'headful'}, "
+                          + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
+                             else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
+        if body.get("start_url"):
+            self._open_start_page(hosted, body["start_url"])
+
+    def _start_chromium(self, hosted, options):
+        """Chromium with `options` (without a sandbox, on an X display of its own when headful), and the computer
+        API's screen of it, within the session's start deadline."""
+        if hosted.box is None and not options.headless:
+            screen = launch.screen_for(options.viewport, kiosk=options.kiosk)
+            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=screen)
+            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
+            options = replace(options, display=display)
+        hosted.options = options
+        hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
+                                              timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
+        size = options.viewport or launch.DEFAULT_SCREEN
+        display = None if options.headless else Display(":99" if hosted.box else options.display, hosted.box, size)
+        hosted.screen = computer.Screen(hosted.browser.devtools, display=display, size=size)
+        (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
+
+    def _load_state(self, hosted, state, timeout):
+        """A profile's cookies and localStorage into the running browser; its origins are read back at the end."""
+        hosted.origins |= {entry["origin"] for entry in state.get("origins") or ()}
+        with CdpClient(hosted.browser.devtools, timeout=timeout) as cdp:
+            storage.load_state(cdp, state)
+
+    def _start_capture(self, hosted):
         hosted.capture = Capture(hosted.browser.devtools, categories=lambda: hosted.categories,
                                  sink=lambda events: self.reports.telemetry(hosted.session_id, events),
                                  on_drops=lambda total: self.note(
@@ -441,16 +466,6 @@ class BrowserHostServer:
                                              "up, or CDP messages were past BROWSER_CAPTURE_MAX_MESSAGE_MB)",
                                      level=logging.WARNING),
                                  max_message=self.settings["BROWSER_CAPTURE_MAX_MESSAGE_MB"] * 1024 * 1024).start()
-        hosted.log_tail = LogTail(hosted.browser.log_path, lambda lines: self.reports.logs(
-            hosted.session_id, "supervisor", CHROMIUM_LOG,
-            [{"message": line} for line in lines if not HARMLESS_CHROMIUM_LINES.search(line)]),
-            max_bytes=CHROMIUM_LOG_MAX_BYTES).start()
-        self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
-                          f"{'headless' if options.headless else 'headful'}, "
-                          + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
-                             else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
-        if body.get("start_url"):
-            self._open_start_page(hosted, body["start_url"])
 
     def _open_start_page(self, hosted, url):
         """Navigate the first tab (Chromium started it on about:blank) to the session's start page once the capture
@@ -502,14 +517,17 @@ class BrowserHostServer:
     def stop_browser(self, session_id, *, save, reason):
         """Stop a session's browser (its state read first when `save`); the state or None.
         With `reason`, the app is also told the session ended (the browser or this host ended it), after
-        everything its capture reported. A browser still starting is only marked: start_browser ends it
-        once its launch returns."""
+        everything its capture reported. A browser still starting is only marked: start_browser ends it once its
+        launch returns. One starting again (a new viewport) is waited for, so that what it kept is saved."""
+        hosted = self.hosted.get(session_id)
+        while hosted is not None and hosted.restarting and time.monotonic() < hosted.start_deadline + 10:
+            time.sleep(0.05)
         with self.lock:
             hosted = self.hosted.get(session_id)
             if hosted is None or hosted.stopping:
                 return None
             hosted.stopping = True
-            if hosted.starting:
+            if hosted.starting or hosted.restarting:
                 return None
         try:
             return self._teardown(hosted, save)
@@ -551,7 +569,10 @@ class BrowserHostServer:
 
     def watch(self, hosted):
         """A browser that exits by itself (crash, killed) ends its session."""
-        hosted.browser.process.wait()
+        browser = hosted.browser
+        browser.process.wait()
+        if hosted.restarting or hosted.browser is not browser:
+            return  # stopped to start again (a new viewport): the new one is watched
         if hosted.box is not None and hosted.box.oom_kills():
             self.end_out_of_memory()  # the browser process itself was past the cap
         elif not hosted.stopping:
@@ -560,6 +581,131 @@ class BrowserHostServer:
             self.note(hosted, f"Chromium (pid {hosted.browser.pid}) {how}; the session ends", level=logging.WARNING)
             hosted.capture.browser_exited(hosted.browser.exit_status, pid=hosted.browser.pid)
             self.stop_browser(hosted.session_id, save=False, reason=ENDED_BY_BROWSER_EXIT)
+
+    # -- changes to a running browser (reshape.py) -------------------------------------------
+
+    def resize(self, hosted, body):
+        """(status, answer) for PUT /sessions/{id}/viewport: {"width", "height", "restart"}. Its windows take the new
+        size where its screen holds it; else, when `restart` allows it, Chromium starts again on a screen of that
+        size, with its tabs, cookies and localStorage."""
+        viewport = (int(body["width"]), int(body["height"]))
+        with hosted.recording_lock:  # no recording starts meanwhile
+            if hosted.browser is None or hosted.stopping or hosted.restarting:
+                return 404, {"code": "not_found", "message": "No such browser on this host."}
+            if any(not recording.finished.is_set() for recording in hosted.recordings.values()):
+                return 409, {"code": "replay_in_progress", "message": "The session is being recorded, at the size "
+                             "it had: stop the recording first."}
+            if viewport == hosted.options.viewport:
+                return 200, {"restarted": False}
+            if self._screen_holds(hosted, viewport):
+                try:
+                    hosted.browser.fit(viewport)
+                except (CdpError, OSError) as error:
+                    logger.warning("session %s: resizing failed: %s", hosted.session_id, error)
+                    return 502, {"code": "browser_unreachable", "message": "The browser's windows could not be "
+                                                                           "resized."}
+                self._sized(hosted, viewport)
+                self.note(hosted, f"viewport now {viewport[0]}x{viewport[1]}")
+                return 200, {"restarted": False}
+            if not body.get("restart"):
+                why = "is a kiosk: its screen is its viewport" if launch.kiosk(hosted.options) else \
+                    "has a screen smaller than that"
+                return 409, {"code": "viewport_needs_restart", "message": f"The session {why}, and a screen cannot "
+                             "change while its browser runs: the browser must start again (its tabs, cookies and "
+                             "localStorage are kept; CDP connections and live views are closed). Send viewport.force "
+                             "true to allow it."}
+            return self._restart(hosted, viewport, float(body.get("start_seconds") or DEFAULT_START_SECONDS))
+
+    @staticmethod
+    def _screen_holds(hosted, viewport):
+        """Whether the session's X display (a headful one's) is large enough for a window of `viewport` (the screen
+        a start of that size would have fits in it). A kiosk's window fills its screen: any other size needs
+        another."""
+        options = hosted.options
+        if not launch.headful(options):
+            return True
+        if launch.kiosk(options):
+            return False
+        wanted, screen = launch.screen_for(viewport), launch.screen_for(options.viewport)
+        return wanted[0] <= screen[0] and wanted[1] <= screen[1]
+
+    @staticmethod
+    def _sized(hosted, viewport):
+        """The session's own record of its size follows (the computer API's screen and display, a restart's)."""
+        hosted.options = replace(hosted.options, viewport=viewport)
+        hosted.screen.size = viewport
+        if hosted.screen.display is not None:
+            hosted.screen.display.viewport = viewport
+
+    def _restart(self, hosted, viewport, start_seconds):
+        """Chromium started again at `viewport`, with the default context's tabs (their URLs), cookies and
+        localStorage; (status, answer). A start that fails ends the session."""
+        with self.lock:  # from now on a stop waits for it (stop_browser)
+            if hosted.stopping:
+                return 404, {"code": "not_found", "message": "No such browser on this host."}
+            hosted.restarting = True
+            hosted.start_deadline = time.monotonic() + start_seconds + READ_SECONDS
+        old = hosted.browser
+        try:
+            with CdpClient(old.devtools, timeout=READ_SECONDS) as cdp:
+                urls = reshape.tabs(cdp, old.devtools.get_json("/json/list"))
+                state = storage.read_state(cdp, extra_origins=hosted.origins)
+        except (CdpError, OSError, ValueError) as error:
+            logger.warning("session %s: no restart: its tabs and storage could not be read (%s)", hosted.session_id,
+                           error)
+            with self.lock:
+                hosted.restarting = False
+            return 502, {"code": "browser_unreachable", "message": "The browser's tabs and storage could not be "
+                                                                   "read; nothing changed."}
+        self.note(hosted, f"Chromium starts again for a viewport of {viewport[0]}x{viewport[1]} "
+                          f"({len(urls)} tabs kept)")
+        try:
+            hosted.capture.stop()
+            old.stop()
+            if hosted.xvfb is not None:
+                launch.kill_group(hosted.xvfb.pid, grace=1)
+                hosted.xvfb.wait()
+            hosted.start_deadline = time.monotonic() + start_seconds
+            self._start_chromium(hosted, replace(hosted.options, viewport=viewport, display=None))
+            self._load_state(hosted, state, self._time_left(hosted, "loading its storage"))
+            self._start_capture(hosted)
+            with CdpClient(hosted.browser.devtools, timeout=self._time_left(hosted, "opening its tabs")) as cdp:
+                reshape.reopen(cdp, urls, timeout=self._time_left(hosted, "opening its tabs"))
+        except Exception as error:  # noqa: BLE001 - whatever failed, the session has no browser left
+            logger.exception("session %s: starting Chromium again failed", hosted.session_id)
+            with self.lock:
+                hosted.restarting, hosted.stopping = False, True
+            try:
+                self._teardown(hosted, save=False)
+            finally:
+                self.reports.ended(hosted.session_id, ENDED_BY_BROWSER_EXIT)
+            return 500, {"code": "browser_start_failed", "message": "The browser could not start again at the new "
+                         f"size ({start_failure(error)}); the session has ended."}
+        self._sized(hosted, viewport)
+        with self.lock:
+            hosted.restarting = False
+            stopped_meanwhile = hosted.stopping
+        if stopped_meanwhile:  # its end came while it started again: it is ours to end
+            self._teardown(hosted, save=False)
+            return 404, {"code": "not_found", "message": "The session ended while its browser started again."}
+        threading.Thread(target=self.watch, args=(hosted,), daemon=True).start()
+        self.note(hosted, f"Chromium started again: pid {hosted.browser.pid}, viewport {viewport[0]}x{viewport[1]}")
+        return 200, {"restarted": True}
+
+    def load_profile(self, hosted, body):
+        """(status, answer) for POST /sessions/{id}/profile: {"profile_state"} given to the running browser (its
+        origins are read back at the end, as a profile given at the start)."""
+        if hosted.browser is None or hosted.stopping or hosted.restarting:
+            return 404, {"code": "not_found", "message": "No such browser on this host."}
+        state = body.get("profile_state") or {}
+        try:
+            self._load_state(hosted, state, storage.PAGE_TIMEOUT * 4)
+        except (CdpError, OSError) as error:
+            logger.warning("session %s: loading a profile failed: %s", hosted.session_id, error)
+            return 502, {"code": "browser_unreachable", "message": "The profile could not be loaded into the browser."}
+        cookies, origins = len(state.get("cookies") or ()), len(state.get("origins") or ())
+        self.note(hosted, f"profile loaded: {cookies} cookies, localStorage of {origins} origins")
+        return 200, {"cookies": cookies, "origins": origins}
 
     def computer(self, hosted, actions):
         """(status, answer) for POST /sessions/{id}/computer."""

@@ -19,7 +19,7 @@ from app.browsers import hosts
 from app.browsers.models import DEFAULT_VIEWPORT, ENDED_BY_LAUNCH_FAILURE, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core.db import exclusive
-from app.core.errors import ApiError
+from app.core.errors import NO_RETRY, ApiError, conflict, not_found
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
 
@@ -70,6 +70,13 @@ class Driver(Protocol):
     def telemetry_changed(self, session) -> None:
         """The session's telemetry settings changed (a PATCH): its browser's capture follows."""
 
+    def resize(self, session, viewport: dict, *, force: bool) -> None:
+        """Give the running browser `viewport` ({width, height}), starting it again only when `force`; ApiError
+        when it cannot (then nothing changed, or the session ended)."""
+
+    def load_profile(self, session, profile) -> None:
+        """Give the running browser `profile`'s state (cookies, localStorage); ApiError when it cannot."""
+
 
 class ExternalDriver:
     """The browser runs elsewhere: its endpoints come from the create request's `driver`
@@ -112,6 +119,12 @@ class ExternalDriver:
     def telemetry_changed(self, session):
         pass  # the ingest keeps only what the settings keep; the browser reads them from the record
 
+    def resize(self, session, viewport, *, force):
+        pass  # the browser reads its viewport from the record
+
+    def load_profile(self, session, profile):
+        pass  # the browser reads its profile from the record
+
 
 class HostDriver:
     """A real Chromium on a browser host (app/browsers/hosts.py, browserhost/).
@@ -126,8 +139,8 @@ class HostDriver:
     # Create options a host cannot apply (given with a value that asks for something), and what a
     # PATCH cannot change in a running browser.
     UNSUPPORTED_ON_CREATE = {"gpu": "GPUs", "video_memory": "video memory", "vaults": "credential vaults"}
-    UNSUPPORTED_ON_UPDATE = {"viewport": "a new viewport", "location": "a new location", "network": "a new network "
-                             "allowlist", "profile": "a profile", "start_url": "a new start_url"}
+    UNSUPPORTED_ON_UPDATE = {"location": "a new location", "network": "a new network allowlist",
+                             "start_url": "a new start_url"}
 
     def refuse_unsupported(self, args, *, update):
         unsupported = self.UNSUPPORTED_ON_UPDATE if update else self.UNSUPPORTED_ON_CREATE
@@ -247,7 +260,6 @@ class HostDriver:
                 logger.warning("browser host sent a profile state of session %s that is not one: %s", session.id,
                                error.messages)
 
-
     def telemetry_changed(self, session):
         """The host's capture turns categories on and off at once (its heartbeat also carries them)."""
         if session.host_id is None:
@@ -258,6 +270,39 @@ class HostDriver:
         except hosts.HostError as error:
             logger.info("the host of session %s did not take its new categories (its heartbeat will): %s",
                         session.id, error)
+
+    def resize(self, session, viewport, *, force):
+        """The host resizes the browser's windows, or starts it again on a larger screen when `force` allows it
+        (it has up to BROWSER_HOST_START_SECONDS for that start, after reading the browser's tabs and storage)."""
+        start_seconds = current_app.config["BROWSER_HOST_START_SECONDS"]
+        body = {"width": viewport["width"], "height": viewport["height"], "restart": force,
+                "start_seconds": start_seconds}
+        try:
+            hosts.call(session.host, "PUT", f"/sessions/{session.id}/viewport", body,
+                       timeout=start_seconds + 2 * ANSWER_SECONDS)
+        except hosts.HostError as error:
+            raise _not_changed(session, error, "resized") from None
+
+    def load_profile(self, session, profile):
+        try:
+            hosts.call(session.host, "POST", f"/sessions/{session.id}/profile", {"profile_state": profile.state()},
+                       timeout=ANSWER_SECONDS * 3)
+        except hosts.HostError as error:
+            raise _not_changed(session, error, "given the profile") from None
+
+
+def _not_changed(session, error, done):
+    """What a client is told of a running browser that could not be `done` (a host's refusal in its own words)."""
+    if error.status == 409:
+        return conflict(error.code or "conflict", error.public_message)
+    if error.status == 404:
+        return not_found(f"Browser session {session.id!r} has no running browser.", code="browser_not_found")
+    logger.warning("browser host could not change session %s: %s", session.id, error)
+    # The same request again asks for the same end state: worth retrying, unless the session ended (a restart that
+    # failed).
+    ended = error.code == "browser_start_failed"
+    return ApiError(502, error.code or "browser_host_error", f"The browser could not be {done}: "
+                    f"{error.public_message}", headers=NO_RETRY if ended else None)
 
 
 def _archive(extension_id):

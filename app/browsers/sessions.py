@@ -6,6 +6,7 @@ import json
 from flask import current_app
 from peewee import JOIN, fn
 
+from app.browsers import running
 from app.browsers.drivers import driver_named
 from app.browsers.lifecycle import after_end, end, end_overdue, expire_idle
 from app.browsers.models import (
@@ -30,6 +31,8 @@ from app.profiles.schemas import profile_record
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}
 DEFAULT_LOCATION = {"locale": "en-US", "timezone": "UTC"}
+# What a PATCH changes in the running browser before the record says so (running.py).
+RUNNING_CHANGES = {"viewport", "profile"}
 # Create-request options kept as given in BrowserSession.settings.
 SETTINGS_KEYS = ("chrome_policy", "gpu", "kiosk_mode", "location", "network", "proxy", "proxy_id", "start_url",
                  "tags", "telemetry", "vaults", "video_memory", "viewport", "driver")
@@ -88,6 +91,8 @@ def create(project, args):
             raise concurrency_limit_error("max_concurrent_sessions", reached,
                                           retry_after=current_app.config["BROWSER_RETRY_AFTER_SECONDS"],
                                           advice="End a session or retry later.")
+        if profile is not None:
+            refuse_second_writer(profile, session.profile_save_changes, session)
         driver.place(session, settings)
         save_or_conflict(session, name_taken(session.name), force_insert=True)
         replace_tags(session, args.get("tags") or {})
@@ -169,12 +174,21 @@ def replace_tags(session, tags):
 # -- update ----------------------------------------------------------------------------------
 
 def update(session, args):
-    """PATCH: only what is given changes; read and written under the session's lock."""
+    """PATCH: only what is given changes, read and written under the session's lock. What its running browser must
+    apply (a new viewport, a profile) is applied first, outside the lock, once the request is known to be
+    acceptable: the record says so only once applied (running.py)."""
+    if RUNNING_CHANGES & args.keys():
+        with exclusive(session):
+            current = updatable(session, args)
+            profile = loadable_profile(current, args["profile"]) if "profile" in args else None
+            if args.get("name") and name_in_use(current, args["name"]):
+                raise name_taken(args["name"])
+        if "viewport" in args:
+            running.resize(current, args["viewport"])
+        if profile is not None:
+            running.load_profile(current, profile)
     with exclusive(session):
-        current = BrowserSession.get_by_id(session.id)
-        if not current.is_active:
-            raise not_found(f"Browser session {session.id!r} not found.", code="browser_not_found")
-        driver_named(current.driver).refuse_unsupported(args, update=True)
+        current = updatable(session, args)
         settings = current.options
         if "name" in args:
             current.name = args["name"] or None
@@ -192,11 +206,8 @@ def update(session, args):
         if "network" in args:
             settings["network"] = updated_network(settings.get("network") or {}, args["network"])
         if "profile" in args:
-            if current.profile_id:
-                raise conflict("profile_already_loaded", "The session already has a profile; it cannot change.")
-            current.profile = resolve(Profile, current.project_id, args["profile"], "profile")
+            current.profile = loadable_profile(current, args["profile"])
             current.profile_save_changes = bool(args["profile"].get("save_changes"))
-        check_no_proxies(args.get("proxy"), args.get("proxy_id"), None)
         if "proxy" in args:
             settings["proxy"] = args["proxy"]
         if "proxy_id" in args:
@@ -210,6 +221,47 @@ def update(session, args):
     if args.get("telemetry"):
         driver_named(current.driver).telemetry_changed(current)
     return current
+
+
+def updatable(session, args):
+    """The session's row, read under its lock, once the PATCH is one its driver takes; 404 once it has ended."""
+    current = BrowserSession.get_by_id(session.id)
+    if not current.is_active:
+        raise not_found(f"Browser session {session.id!r} not found.", code="browser_not_found")
+    driver_named(current.driver).refuse_unsupported(args, update=True)
+    check_no_proxies(args.get("proxy"), args.get("proxy_id"), None)
+    return current
+
+
+def name_in_use(session, name):
+    return BrowserSession.active().where((BrowserSession.project == session.project_id) & (BrowserSession.name == name)
+                                         & (BrowserSession.id != session.id)).exists()
+
+
+def loadable_profile(session, ref):
+    """The profile a PATCH gives a running session: only to one without a profile (Kernel's rule), and under the
+    rule of one writer (`refuse_second_writer`)."""
+    if session.profile_id:
+        raise conflict("profile_already_loaded", "The session already has a profile; it cannot change.")
+    profile = resolve(Profile, session.project_id, ref, "profile")
+    refuse_second_writer(profile, bool(ref.get("save_changes")), session)
+    return profile
+
+
+def refuse_second_writer(profile, save_changes, session):
+    """409 profile_in_use when `session` would save `profile` back when it ends (save_changes) while another active
+    session will too: the last to end would overwrite what the other saved. Readers are not counted. Checked under
+    the profile's lock, within the caller's transaction (a create's or a PATCH's), which writes the session."""
+    if not save_changes:
+        return
+    with exclusive(profile):
+        writer = (BrowserSession.active().select(BrowserSession.id)
+                  .where((BrowserSession.profile == profile.id) & BrowserSession.profile_save_changes
+                         & (BrowserSession.id != session.id)).first())
+    if writer is not None:
+        raise conflict("profile_in_use", f"Profile {profile.name or profile.id!r} is saved back by browser session "
+                       f"{writer.id!r} when it ends (save_changes), and one session at a time may save a profile: end "
+                       "that session first, or load the profile without save_changes.")
 
 
 def updated_network(network, change):

@@ -132,9 +132,9 @@ def test_the_cdp_endpoint_refuses_what_may_not_reach_the_browser(lantern, sdk):
     assert handshake_status(bare, Authorization=f"Bearer {other_org}") == 404
     with pytest.raises(kernel.NotFoundError):
         lantern.client(other_org).browsers.retrieve(created.session_id)
-    with pytest.raises(kernel.BadRequestError) as refused:  # a running browser cannot take a new viewport
-        sdk.browsers.update(created.session_id, viewport={"width": 800, "height": 600})
-    assert refused.value.body["details"][0]["field"] == "viewport"
+    with pytest.raises(kernel.BadRequestError) as refused:  # a running browser cannot take a new location
+        sdk.browsers.update(created.session_id, location={"timezone": "Asia/Tokyo"})
+    assert refused.value.body["details"][0]["field"] == "location"
     sdk.browsers.delete_by_id(created.session_id)
     assert handshake_status(url) == 401  # an ended session's token
 

@@ -1,0 +1,120 @@
+"""A running browser's new viewport on its host (#35 item 3): its windows resized, new windows included, while its
+screen holds them; else Chromium started again, only when allowed, with its tabs, cookies and localStorage."""
+import base64
+import struct
+
+import pytest
+
+from browserhost.cdp import CdpClient
+from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
+from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, navigate, needs_chromium
+
+
+@pytest.fixture
+def site():
+    server = Site().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """A host without sandboxes (its computer API's screen on an X display of its own when headful)."""
+    server = host_server(tmp_path, BROWSER_SANDBOX="off")
+    server.binary = CHROMIUM
+    monkeypatch.setattr(server, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
+    yield server
+    for session_id in list(server.hosted):
+        server.stop_browser(session_id, save=False, reason=None)
+
+
+def start(host, **body):
+    status, answer = host.start_browser({"session_id": "s1", **body})
+    assert status == 201, answer
+    return host.hosted["s1"]
+
+
+def measure(cdp, target):
+    session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    return evaluate(cdp, session, "[innerWidth, innerHeight]")
+
+
+def page_sizes(hosted):
+    """Every page's [innerWidth, innerHeight], of every browser context."""
+    with CdpClient(hosted.browser.devtools) as cdp:
+        return [measure(cdp, info["targetId"]) for info in cdp.call("Target.getTargets")["targetInfos"]
+                if info["type"] == "page"]
+
+
+def screenshot_size(hosted):
+    png = base64.b64decode(hosted.screen.run([{"type": "capture_screenshot"}])[0]["png"])
+    return list(struct.unpack(">II", png[16:24]))
+
+
+def test_no_window_size_is_given_but_a_kiosks_which_fills_its_screen_from_the_corner():
+    """--window-size would give every window opened later the start's size: windows are sized over CDP instead. A
+    kiosk's is its viewport, on a screen a pixel larger (no window manager resizes it); headless, it is no kiosk."""
+    argv, _ = command("/c", "/u", LaunchOptions(viewport=(1280, 800), display=":7"))
+    assert not any(arg.startswith(("--window-size", "--kiosk")) for arg in argv)
+    kiosk, _ = command("/c", "/u", LaunchOptions(viewport=(1280, 800), display=":7", kiosk=True))
+    assert {"--kiosk", "--window-size=1280,800", "--window-position=0,0"} <= set(kiosk)
+    assert screen_for((1280, 800), kiosk=True) == (1281, 801)
+    headless, _ = command("/c", "/u", LaunchOptions(viewport=(1280, 800), kiosk=True))
+    assert not any(arg.startswith(("--window-size", "--kiosk")) for arg in headless)
+
+
+@needs_chromium
+def test_a_headless_browser_takes_a_new_viewport_in_every_window_and_the_windows_it_opens_later(host, site):
+    hosted = start(host, headless=True, viewport={"width": 1280, "height": 800}, start_url=f"{site.url}/first")
+    pid = hosted.browser.pid
+    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
+    with CdpClient(hosted.browser.devtools) as cdp:
+        cdp.call("Target.createTarget", {"url": f"{site.url}/tab"})
+        cdp.call("Target.createTarget", {"url": "about:blank", "newWindow": True})
+        context = cdp.call("Target.createBrowserContext")["browserContextId"]
+        cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context})
+    assert page_sizes(hosted) == [[1024, 768]] * 4
+    assert screenshot_size(hosted) == [1024, 768] and hosted.browser.pid == pid
+
+
+@pytest.mark.skipif(not xvfb_available(), reason="Xvfb is not installed (apt-get install xvfb)")
+@needs_chromium
+def test_a_headful_browser_shrinks_on_its_screen_and_grows_past_it_only_by_starting_again(host, site):
+    hosted = start(host, headless=False, viewport={"width": 1920, "height": 1080}, start_url=f"{site.url}/first")
+    with CdpClient(hosted.browser.devtools) as cdp:
+        first = next(info for info in cdp.call("Target.getTargets")["targetInfos"] if info["type"] == "page")
+        session = cdp.call("Target.attachToTarget", {"targetId": first["targetId"], "flatten": True})["sessionId"]
+        evaluate(cdp, session, "document.cookie = 'sid=s3cr3t; max-age=3600; path=/'; "
+                               "localStorage.setItem('theme', 'dark')")
+        second = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]  # in front
+        navigate(cdp, cdp.call("Target.attachToTarget", {"targetId": second, "flatten": True})["sessionId"],
+                 f"{site.url}/second")
+    pid = hosted.browser.pid
+
+    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
+    assert screenshot_size(hosted) == [1024, 768]
+    with CdpClient(hosted.browser.devtools) as cdp:  # a tab in the background takes it once in front
+        cdp.call("Target.activateTarget", {"targetId": first["targetId"]})
+    assert page_sizes(hosted) == [[1024, 768]] * 2
+
+    # 1920x1200 does not fit on the screen a 1920x1080 session has.
+    status, refused = host.resize(hosted, {"width": 1920, "height": 1200})
+    assert status == 409 and refused["code"] == "viewport_needs_restart" and "force" in refused["message"]
+    assert hosted.browser.pid == pid and hosted.options.viewport == (1024, 768)
+
+    assert host.resize(hosted, {"width": 1920, "height": 1200, "restart": True}) == (200, {"restarted": True})
+    assert hosted.browser.pid != pid
+    with CdpClient(hosted.browser.devtools) as cdp:
+        def opened():
+            return sorted(info["url"] for info in cdp.call("Target.getTargets")["targetInfos"]
+                          if info["type"] == "page")
+        assert opened() == [f"{site.url}/first", f"{site.url}/second"]
+        front = hosted.browser.devtools.get_json("/json/list")[0]  # in front, as before
+        session = cdp.call("Target.attachToTarget", {"targetId": front["id"], "flatten": True})["sessionId"]
+        evaluate(cdp, session, "new Promise(done => document.readyState === 'complete' ? done() "
+                               ": addEventListener('load', () => done()))")
+        assert evaluate(cdp, session, "[location.pathname, document.visibilityState, document.cookie, "
+                                      "localStorage.getItem('theme'), innerWidth, innerHeight, "
+                                      "screen.width >= 1920 + 20, screen.height >= 1200]"
+                        ) == ["/first", "visible", "sid=s3cr3t", "dark", 1920, 1200, True, True]
+    assert screenshot_size(hosted) == [1920, 1200]
