@@ -17,6 +17,11 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
   dies with the host, whatever kills it.
 - **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
   runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
+- **No opener**: every program that hands a file or a link to another program (xdg-open, xdg-email, gio, the
+  x-www-browser alternatives, ...: OPENERS) is /usr/bin/false inside. A page can download files into the
+  session's home that name which program opens what (a .desktop file, mimeapps.list), and Chromium runs
+  xdg-open for a download it opens or an external link the user lets through: the program would be the
+  session's, running beside the browser. Nothing is opened outside the browser.
 - **Network**: a network namespace made by `ip netns add`, given egress by `slirp4netns` (a user-mode
   stack: the host's routing tables never see the session's packets), and an nftables ruleset inside
   it, which the session cannot change (the namespace belongs to the host's root). The ruleset
@@ -33,9 +38,12 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
 - **DevTools**: Chromium listens on port 9222 of the namespace's own loopback; the host binds its Unix
   socket in a folder of root's that nothing of the sandbox sees (`devtools/`: a CDP client could point
   downloads at any folder the session can write, and a file named like the socket would replace it), and
-  hands the listening end to systemd's `systemd-socket-proxyd` inside the sandbox, which relays each
-  connection to port 9222. Only this host and the workers on this machine (root) open it, never through a
-  link and only as a socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
+  hands the listening end to systemd's `systemd-socket-proxyd`, which relays each connection to port 9222.
+  The relay runs in a bubblewrap of its own in the session's network namespace and cgroup, as Debian's
+  `nobody` (RELAY_USER), not as the browser's user: no process of the session sees it (its own pid
+  namespace) or could take its socket (pidfd_getfd, ptrace) and answer the host in Chromium's place.
+  Only this host and the workers on this machine (root) open the socket, never through a link and only as a
+  socket of the sandbox's user (lantern_wire/splice.connect_unix). No host TCP port.
   `run/` (Xvfb's log) is a 1 MiB tmpfs the host mounts, since downloads may be pointed there too.
 - **Limits** (browserhost/cgroups.py): a cgroup per session (v2, or v1's memory, pids and cpu
   controllers), memory and process caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most once its
@@ -48,6 +56,7 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
 All names (namespace, cgroup, folder) derive from the host's folder for the session, so a host restarted
 after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
 """
+import glob
 import grp
 import hashlib
 import ipaddress
@@ -66,9 +75,13 @@ from pathlib import Path
 from browserhost import resolver
 from browserhost.cgroups import KILL_SECONDS, Cgroup
 
+RELAY = "/usr/lib/systemd/systemd-socket-proxyd"
+# The DevTools relay's user: any but the browser's, which could take the relay's socket. Debian's `nobody`, for
+# daemons that own no files: the relay owns none (the host binds its socket).
+RELAY_USER = "nobody"
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",
-         "/usr/lib/systemd/systemd-socket-proxyd": "systemd"}
+         RELAY: "systemd"}
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
@@ -92,6 +105,23 @@ BLOCKED_NETWORKS = (
     "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
     "::/127", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "ff00::/8")
 ALLOWLIST_PORTS = (80, 443)
+# What Chromium runs on Linux besides itself (named in its binary: xdg-open for downloads it opens and external
+# links, xdg-email for mailto:, xdg-settings and xdg-mime for the default browser, the xdg-desktop-*/icon tools
+# for web apps' shortcuts, kdialog and zenity for file dialogs, the desktops' settings for the proxy's), and
+# what opens a file or link with the program that files of the session's name (.desktop files, mimeapps.list,
+# mailcap): /usr/bin/false inside, over the file each resolves to on the host (the x-www-browser alternatives lead
+# to a browser, which would start without Lantern's flags).
+OPENERS = ("xdg-open", "xdg-email", "xdg-settings", "xdg-mime", "xdg-desktop-menu", "xdg-desktop-icon",
+           "xdg-icon-resource", "update-desktop-database", "kdialog", "zenity", "gnome-control-center",
+           "unity-control-center", "dde-control-center", "gnome-network-properties", "kcmshell4", "kcmshell5",
+           "kcmshell6", "systemsettings", "gio", "gtk-launch", "gvfs-open", "gnome-open", "kde-open", "kde-open5",
+           "kfmclient", "exo-open", "mimeopen", "run-mailcap", "see", "sensible-browser", "x-www-browser",
+           "www-browser", "gnome-www-browser", "open")
+# Where they are: /usr/bin (the sandbox's PATH), and GLib's gio-launch-desktop, which starts a .desktop file's
+# program (its folder looked for once: a glob for each sandboxed process, xdotool's too, took a millisecond).
+OPENER_PATHS = (*(f"/usr/bin/{name}" for name in OPENERS), "/usr/libexec/gio-launch-desktop",
+                *glob.glob("/usr/lib/*/glib-2.0/gio-launch-desktop"))
+INERT = "/usr/bin/false"
 NETNS_PREFIX = "lantern-"
 
 
@@ -162,6 +192,12 @@ class SandboxPolicy:
         entry = pwd.getpwnam(resolver.USER)
         return entry.pw_uid, entry.pw_gid
 
+    @staticmethod
+    def relay_ids():
+        """(uid, gid) of the user sessions' DevTools relays run as; KeyError when there is no such user."""
+        entry = pwd.getpwnam(RELAY_USER)
+        return entry.pw_uid, entry.pw_gid
+
 
 def probe(policy):
     """What this machine lacks to sandbox browsers, one sentence each ([]: nothing)."""
@@ -177,13 +213,18 @@ def probe(policy):
         if uid == 0:
             missing.append(f"BROWSER_SANDBOX_USER {policy.user} is root")
     except KeyError:
+        uid = None
         missing.append(f"no user {policy.user!r} (BROWSER_SANDBOX_USER; make run creates it: "
                        f"useradd --system --no-create-home --shell /usr/sbin/nologin {policy.user})")
-    try:
-        policy.resolver_ids()
-    except KeyError:
-        missing.append(f"no user {resolver.USER!r}, which sessions' resolvers run as (apt-get install dnsmasq-base "
-                       "makes it)")
+    helpers = ((resolver.USER, policy.resolver_ids, "sessions' resolvers", "apt-get install dnsmasq-base makes it"),
+               (RELAY_USER, policy.relay_ids, "sessions' DevTools relays", "Debian's base system has it"))
+    for name, ids, who, remedy in helpers:
+        try:
+            if ids()[0] == uid:
+                missing.append(f"BROWSER_SANDBOX_USER {policy.user} is the user {who} run as: the browser must "
+                               "run as another")
+        except KeyError:
+            missing.append(f"no user {name!r}, which {who} run as ({remedy})")
     if missing:
         return missing
     try:
@@ -232,6 +273,7 @@ class Sandbox:
         self._slirp = None
         self._slirp_exit = None
         self._resolver = None
+        self._relay = None
 
     # -- set-up and tear-down -----------------------------------------------------------------
 
@@ -255,10 +297,10 @@ class Sandbox:
         if self._slirp_exit is not None:
             os.close(self._slirp_exit)  # slirp4netns exits when this end closes
             self._slirp_exit = None
-        for process in (self._slirp, self._resolver):
+        for process in (self._slirp, self._resolver, self._relay):
             if process is not None:
                 _end(process)
-        self._slirp = self._resolver = None
+        self._slirp = self._resolver = self._relay = None
         _remove_netns(self.name)
         self.cgroup.remove()
         _unmount(self.run)
@@ -297,7 +339,8 @@ class Sandbox:
         folder.mkdir(exist_ok=True)
         folder.chmod(0o755)  # whatever the host's umask: the sandbox's user binds and reads it
         path = folder / "lantern.json"
-        path.write_text(json.dumps(policies))
+        # Compact and in UTF-8, as the app counts it against its 5 MiB cap (escaped, 4 MiB of emoji took 12.6 MB).
+        path.write_text(json.dumps(policies, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
         path.chmod(0o644)
         return [(folder, INSIDE_MANAGED_POLICIES)]
 
@@ -381,20 +424,33 @@ class Sandbox:
     def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, **options):
         """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
-        `screen` (width, height) started inside when given, and with the DevTools socket relayed to port 9222
-        while it runs when `devtools` (for the browser; its stdin is /dev/null then)."""
+        `screen` (width, height) started inside when given, and, when `devtools` (for the browser), the DevTools
+        socket bound anew and relayed to port 9222 until the sandbox's processes are killed."""
         mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]
-        listener = self._devtools_listener() if devtools else None
+        if devtools:
+            self._start_relay()
+        command = self._command(argv, variables, mounts, screen)
+        return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+
+    def _start_relay(self):
+        """systemd-socket-proxyd on a new DevTools socket, as RELAY_USER in a bubblewrap of its own (a previous
+        browser's relay, killed with it, is reaped first)."""
+        if self._relay is not None:
+            self._relay.kill()  # its bubblewrap: what it runs dies with it (--die-with-parent)
+            _end(self._relay)
+            self._relay = None
+        listener = self._devtools_listener()
         try:
-            if listener is not None:
-                options["stdin"] = listener  # the launcher hands it to the relay; the command's is /dev/null
-            command = self._command(argv, variables, mounts, screen, devtools)
-            return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+            # The socket as fd 3, as socket activation hands it; its "connection refused" while Chromium starts,
+            # which the host's first looks meet, goes nowhere.
+            command = self._command([RELAY, f"127.0.0.1:{DEVTOOLS_PORT}"], None, [], None, relay=True,
+                                    ids=self.policy.relay_ids())
+            self._relay = _SPAWNER.submit(subprocess.Popen, command, stdin=listener, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True).result()
         finally:
-            if listener is not None:
-                listener.close()  # the relay inside holds it now
+            listener.close()  # the relay holds it now
 
     def _devtools_listener(self):
         """The DevTools socket, bound anew by this host (as root, in a folder the sandbox cannot see) and
@@ -412,7 +468,7 @@ class Sandbox:
             raise
         return listener
 
-    def _command(self, argv, variables, mounts, screen, devtools=False, ids=None):
+    def _command(self, argv, variables, mounts, screen, *, relay=False, ids=None):
         uid, gid = ids or self.policy.ids()
         inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
@@ -421,6 +477,8 @@ class Sandbox:
         for path in (*(f"/etc/{name}" for name in ETC_FILES), *SHARED_CACHES):
             if os.path.exists(path):
                 inner += ["--ro-bind", path, path]
+        for path in openers(keep=argv[0]):
+            inner += ["--ro-bind", INERT, path]
         inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
                   "--perms", "0700", "--size", str(self.memory_mb * 1024 * 1024), "--tmpfs", INSIDE_HOME]
         for option, outside, inside in mounts:
@@ -429,8 +487,8 @@ class Sandbox:
         for name, value in variables.items():
             inner += ["--setenv", name, value]
         inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
-        if devtools:
-            inner += ["--devtools"]
+        if relay:
+            inner += ["--relay"]
         if screen:
             inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
         inner += ["--", *argv]
@@ -458,18 +516,15 @@ class Sandbox:
 # the host (an idle executor thread waits for work until the process ends), never from a request's thread.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 
-# The launcher inside the sandbox: the DevTools relay when asked (the listening socket comes as stdin:
-# systemd's socket activation wants it as fd 3, with LISTEN_PID its own pid; its "connection refused" while
-# Chromium starts, which the host's first looks meet, is no part of the browser's log), an X display when
-# asked (a fixed number: /tmp and the network namespace, where X's abstract socket lives, are the sandbox's
-# own), then the command in its place (so the sandbox ends when the browser does).
+# The launcher inside the sandbox: for the DevTools relay, its listening socket (which comes as stdin) as fd 3,
+# as systemd's socket activation wants it, with LISTEN_PID its own pid; an X display when asked (a fixed number:
+# /tmp and the network namespace, where X's abstract socket lives, are the sandbox's own), then the command in
+# its place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
-if [ "$1" = --devtools ]; then
-  relay='LISTEN_FDS=1 LISTEN_PID=$$ exec /usr/lib/systemd/systemd-socket-proxyd 127.0.0.1:9222'
+if [ "$1" = --relay ]; then
   exec 3<&0 </dev/null
-  /bin/sh -c "$relay" 2>/dev/null &
-  exec 3<&-
+  export LISTEN_FDS=1 LISTEN_PID=$$
   shift
 fi
 if [ "$1" = --screen ]; then
@@ -508,6 +563,15 @@ count=$1; shift
 while [ "$count" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; count=$((count - 1)); done
 exec "$@"
 """
+
+
+def openers(keep=None):
+    """The files of OPENER_PATHS on this host, each followed to its file (under /usr, which the sandbox sees as
+    the host does), but `keep`'s: a host configured to run a browser through its /usr/bin wrapper runs it still."""
+    kept = os.path.realpath(keep) if keep else None
+    found = {os.path.realpath(path) for path in OPENER_PATHS if os.path.exists(path)}
+    return sorted(path for path in found - {kept, os.path.realpath(INERT)}
+                  if path.startswith("/usr/") and os.path.isfile(path))
 
 
 def sandbox_name(workdir):

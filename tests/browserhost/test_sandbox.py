@@ -2,6 +2,7 @@
 firewall a session gets, what the settings accept, what a host says when it cannot sandbox, and that a
 sandbox leaves nothing behind. What pages can reach is tested on real browsers (tests/browsers/live)."""
 import ipaddress
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -353,3 +354,126 @@ def test_a_sessions_lookups_go_through_its_own_resolver_which_refuses_private_an
     # Straight to slirp4netns' forwarder, to the upstream, to any other resolver: refused by the firewall.
     refused = {"PermissionError", "ConnectionRefusedError"}  # the firewall's reject, as a socket meets it
     assert {lines["10.0.2.3:53"], lines[f"10.0.2.2:{upstream.port}"], lines["192.0.2.1:53"]} <= refused
+
+
+# Plays the browser inside its sandbox: answers DevTools' /json/version on port 9222, and first looks for the
+# DevTools relay among the processes it sees and tries to take its listening socket (fd 3), as a program Chromium
+# ran could (pidfd_getfd, the same as ptrace's rights).
+STAND_IN = r"""
+import ctypes, http.server, json, os
+seen, taken = [], []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].endswith(b"/systemd-socket-proxyd"):
+            seen.append(pid)
+            pidfd = os.pidfd_open(int(pid))
+            if ctypes.CDLL(None, use_errno=True).syscall(438, pidfd, 3, 0) >= 0:
+                taken.append(pid)
+    except OSError:
+        pass
+print(json.dumps({"seen": seen, "taken": taken}), flush=True)
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"stand-in")
+
+http.server.HTTPServer(("127.0.0.1", 9222), Answer).serve_forever()
+"""
+# The same from the host, as the sandbox's user: pidfd_getfd of the relay's socket; the errno when refused.
+TAKE = r"""
+import ctypes, os, sys
+fd = ctypes.CDLL(None, use_errno=True).syscall(438, os.pidfd_open(int(sys.argv[1])), 3, 0)
+print("taken" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+@can_sandbox
+def test_no_process_of_the_session_can_take_the_devtools_relays_socket_and_pose_as_chromium(tmp_path):
+    """#35 review: the relay (systemd-socket-proxyd) ran inside the browser's sandbox as its user, so a program
+    run there (a download opened with xdg-open) could take its listening socket and answer the host in
+    Chromium's place. It runs as RELAY_USER in a sandbox of its own, and still relays the host's connections to
+    port 9222 of the session's network."""
+    from lantern_wire.splice import connect_unix
+
+    uid, gid = sandbox.SandboxPolicy().ids()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        browser = box.popen(["/usr/bin/python3", "-c", STAND_IN], devtools=True, stdout=subprocess.PIPE, text=True)
+        inside = json.loads(browser.stdout.readline())
+        [relay] = [pid for pid in box.cgroup.pids() if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(
+            sandbox.RELAY.encode())]
+        relay_uid = int(Path(f"/proc/{relay}/status").read_text().split("\nUid:\t")[1].split()[0])
+        as_sandbox_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+        taken = subprocess.run([*as_sandbox_user, "/usr/bin/python3", "-c", TAKE, str(relay)], capture_output=True,
+                               text=True, timeout=30, check=False)
+        listed = subprocess.run([*as_sandbox_user, "ls", f"/proc/{relay}/fd"], capture_output=True, text=True,
+                                timeout=30, check=False)
+
+        def relayed():
+            try:
+                with connect_unix(box.devtools_socket(), 5, owner=uid) as connection:
+                    connection.sendall(b"GET /json/version HTTP/1.0\r\n\r\n")
+                    return connection.makefile("rb").read()
+            except OSError:
+                return b""
+
+        answer = eventually(relayed, 10, interval=0.1)
+    finally:
+        box.destroy()
+    browser.wait(timeout=10)
+    browser.stdout.close()
+    assert inside == {"seen": [], "taken": []}  # not even in sight
+    assert relay_uid == sandbox.SandboxPolicy.relay_ids()[0] != uid
+    assert taken.stdout.strip() == "Operation not permitted", taken
+    assert listed.returncode != 0 and "Permission denied" in listed.stderr
+    assert answer.endswith(b"stand-in"), answer
+
+
+# A session's files that would have a program of its own run by whatever opens a file or link inside: a .desktop
+# file and the mimeapps.list that picks it, as a page can download them into its home.
+OPENED = r"""
+apps=$HOME/.local/share/applications
+mkdir -p "$apps"
+printf '[Default Applications]\nx-scheme-handler/evil=evil.desktop\ntext/plain=evil.desktop\n' > "$apps/mimeapps.list"
+printf '[Desktop Entry]\nType=Application\nName=evil\nExec=/bin/sh %s/ran.sh %%u\nMimeType=text/plain;\n' "$apps" \
+  > "$apps/evil.desktop"
+echo 'echo "$*" >> /run/lantern/ran' > "$apps/ran.sh"
+echo hello > "$HOME/a.txt"
+for opener in "xdg-open $HOME/a.txt" "xdg-open evil:x" "xdg-email x@example.test" "gio open $HOME/a.txt" \
+              "gtk-launch evil"; do
+  status=0
+  timeout 20 $opener </dev/null >/dev/null 2>&1 || status=$?
+  echo "$opener: $status"
+done
+"""
+
+
+@can_sandbox
+def test_nothing_inside_opens_a_file_or_link_with_a_program_of_the_sessions(tmp_path):
+    """#35 review: Chromium opens a download (with AutoOpenFileTypes, or the user's say) and an external link
+    the user lets through (a dialog the computer API can accept) with xdg-open, which ran the program a
+    downloaded .desktop file named. Inside, every opener is /usr/bin/false."""
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        shell = box.popen(["/bin/sh", "-c", OPENED], stdout=subprocess.PIPE, text=True)
+        statuses = dict(line.rsplit(": ", 1) for line in shell.communicate(timeout=120)[0].splitlines())
+        ran = (box.run / "ran").exists()
+    finally:
+        box.destroy()
+    assert not ran
+    assert statuses == {opener: "1" for opener in statuses} and len(statuses) == 5, statuses  # /usr/bin/false's
+
+
+def test_the_browser_may_not_run_as_the_relays_user():
+    assert "BROWSER_SANDBOX_USER nobody is the user sessions' DevTools relays run as: the browser must run as " \
+           "another" in sandbox.probe(sandbox.SandboxPolicy(user="nobody"))
+
+
+def test_the_openers_are_found_through_their_links_and_never_the_browser_run():
+    found = sandbox.openers()
+    assert os.path.realpath("/usr/bin/xdg-open") in found and os.path.realpath("/usr/bin/false") not in found
+    if os.path.exists("/usr/bin/x-www-browser"):  # an alternative, leading to a browser's wrapper
+        browser = os.path.realpath("/usr/bin/x-www-browser")
+        assert browser in found and browser not in sandbox.openers(keep="/usr/bin/x-www-browser")

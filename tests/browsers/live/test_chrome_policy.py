@@ -104,3 +104,17 @@ def test_a_refused_policy_names_itself_and_no_browser_starts(sdk):
         "chrome_policy.DeveloperToolsAvailability", "chrome_policy.ExtensionInstallForcelist",
         "chrome_policy.ProxyMode"]
     assert list(sdk.browsers.list()) == []
+
+
+def test_policies_that_would_open_downloads_with_the_sessions_programs_are_refused(sdk):
+    """#35 review: with these, a headful session's downloads (a .desktop file, the mimeapps.list picking it, a
+    text file) had Chromium run the session's program with xdg-open. Refused by name; and inside the sandbox
+    nothing opens a file with a program whatever the policies (tests/browserhost/test_chrome_policy.py)."""
+    with pytest.raises(kernel.BadRequestError) as refused:
+        sdk.browsers.create(headless=False, chrome_policy={
+            "DownloadDirectory": "/home/session/.local/share/applications", "AutoOpenFileTypes": ["txt"],
+            "AutoOpenAllowedForURLs": ["*"], "DefaultAutomaticDownloadsSetting": 1})
+    details = {detail["field"]: detail["message"] for detail in refused.value.body["details"]}
+    assert sorted(details) == ["chrome_policy.AutoOpenAllowedForURLs", "chrome_policy.AutoOpenFileTypes"]
+    assert all("program" in message for message in details.values())
+    assert list(sdk.browsers.list()) == []
