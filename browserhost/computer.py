@@ -14,8 +14,10 @@ where the last action left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
 at the first that fails: ActionFailed says which (its index) and why, in words for the session's user (no
-host path, process or internal address: those are in its `detail`, for the host's log). Each action is a dict with its
-`type` and the SDK's fields for it (app/browsers/computer_schemas.py checked them):
+host path, process or internal address: those are in its `detail`, for the host's log). A list sent again
+(`resend`: the app's caller gave up waiting for its answer and sent the same call again) is answered what the
+first send did, once it is done, instead of being done twice. Each action is a dict with its `type` and the SDK's
+fields for it (app/browsers/computer_schemas.py checked them):
 
     click_mouse   x, y, button, click_type (down/up/click), num_clicks, hold_keys
     move_mouse    x, y, smooth, duration_ms, hold_keys
@@ -35,6 +37,7 @@ read and written the way a person would: in a background tab of its own, a text 
 and copy commands.
 """
 import base64
+import hashlib
 import itertools
 import json
 import math
@@ -42,18 +45,24 @@ import random
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
 from lantern_wire import keyboard
+from lantern_wire.pacing import READ_ONLY
 
-# One wheel unit of the API (xdotool's button 4/5 click) in CSS pixels: what one click of an X display's wheel
-# scrolls in Chromium (measured: 3 clicks, 360 px), so both kinds of session scroll alike.
+# One wheel unit of the API (xdotool's button 4/5 click) in screen pixels: what one click of an X display's wheel
+# scrolls in Chromium at any zoom (3 clicks: 360 CSS px at 100%, 450 at 80%, 288 at 125%), so both kinds of
+# session scroll alike.
 WHEEL_PIXELS = 120
 # A smooth move lasts this long per 100 px of distance when the caller gives no duration (within bounds),
 # in steps of about one frame.
 SMOOTH_MS_PER_100PX, SMOOTH_MIN_MS, SMOOTH_MAX_MS, FRAME_MS = 60, 80, 1500, 16
 DRAG_STEPS_PER_SEGMENT, DRAG_STEP_DELAY_MS = 10, 10
+# Between the clicks of one click_mouse: Chromium counts an X display's clicks made in the same millisecond as
+# single clicks, not as a double click.
+CLICK_GAP_SECONDS = 0.005
 CDP_TIMEOUT = 10.0
 # The farthest a page's viewport may start from the screen's corner (the tab strip, address bar and frame).
 MAX_OFFSET = 400
@@ -61,6 +70,10 @@ MAX_OFFSET = 400
 PLACED = {"click_mouse", "move_mouse", "drag_mouse", "scroll", "capture_screenshot"}
 BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
            "forward": ("forward", 16)}
+# How long after a list ended a resend of it still gets its answer: the SDKs resend at once when they give up
+# waiting (0.5 to 1 s later, 8 s at the most). Shorter than the app's Retry-After for a list that never reached a
+# host (5 s): that list's resend must run, even when the list before it was the same.
+RESEND_SECONDS = 4
 
 
 class ActionFailed(Exception):
@@ -70,6 +83,31 @@ class ActionFailed(Exception):
     def __init__(self, index, message, status=502, detail=None):
         super().__init__(message)
         self.index, self.status, self.detail = index, status, detail
+
+
+@dataclass
+class _Ran:
+    """A list of actions a screen ran: its fingerprint, when it ended (time.monotonic), and its results or its
+    failure."""
+
+    fingerprint: str
+    ended: float
+    results: list | None = None
+    failure: ActionFailed | None = None
+
+    def answers(self, fingerprint, arrived):
+        """Whether a resend of the list `fingerprint` names, which arrived at `arrived`, is this one sent again:
+        the same list, which was running then or ended RESEND_SECONDS before at most."""
+        return fingerprint == self.fingerprint and self.ended >= arrived - RESEND_SECONDS
+
+    def outcome(self):
+        if self.failure is not None:
+            raise self.failure
+        return self.results
+
+
+def _fingerprint(actions):
+    return hashlib.sha256(json.dumps(actions, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 class UnknownPlace(CdpError):
@@ -87,28 +125,48 @@ class Screen:
         self.mouse = (0, 0)
         self.cursor_hidden = False
         self._lock = threading.Lock()
+        self._last = None  # the last list run that changed something (a _Ran)
 
-    def run(self, actions):
-        """Each action's result (None, or a dict for screenshots and the mouse position), in order."""
+    def run(self, actions, resend=False):
+        """Each action's result (None, or a dict for screenshots and the mouse position), in order. `resend`: the
+        same call sent again by a client that gave up waiting for its answer; when the last list this screen ran
+        (or is running) is the same one, and ran until moments before the resend came, the resend waits for it to
+        end and gets its results (or its failure) instead of doing it all again."""
+        arrived, fingerprint = time.monotonic(), _fingerprint(actions)
         with self._lock:
+            if all(action.get("type") in READ_ONLY for action in actions):
+                return self._run(actions)  # a reading is better taken anew, and leaves the last list remembered
+            last, self._last = self._last, None
+            if resend and last is not None and last.answers(fingerprint, arrived):
+                self._last = last
+                return last.outcome()
             try:
-                page = self._active_page()
-                with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
-                    session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+                results = self._run(actions)
+            except ActionFailed as error:
+                self._last = _Ran(fingerprint, time.monotonic(), failure=error)
+                raise
+            self._last = _Ran(fingerprint, time.monotonic(), results=results)
+            return results
+
+    def _run(self, actions):
+        try:
+            page = self._active_page()
+            with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
+                session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
+                try:
+                    device = _Page(cdp, session, page, self.size)
+                    if self.display is not None:
+                        device = self.display.at(device)
+                    return [self._run_one(device, index, action) for index, action in enumerate(actions)]
+                finally:
                     try:
-                        device = _Page(cdp, session, page, self.size)
-                        if self.display is not None:
-                            device = self.display.at(device)
-                        return [self._run_one(device, index, action) for index, action in enumerate(actions)]
-                    finally:
-                        try:
-                            cdp.call("Target.detachFromTarget", {"sessionId": session})
-                        except CdpError:
-                            pass
-            except UnknownPlace as error:
-                raise ActionFailed(0, str(error)) from None
-            except (CdpError, OSError, ValueError) as error:  # before the first action ran
-                raise ActionFailed(0, "the browser's page could not be reached", detail=_described(error)) from None
+                        cdp.call("Target.detachFromTarget", {"sessionId": session})
+                    except CdpError:
+                        pass
+        except UnknownPlace as error:
+            raise ActionFailed(0, str(error)) from None
+        except (CdpError, OSError, ValueError) as error:  # before the first action ran
+            raise ActionFailed(0, "the browser's page could not be reached", detail=_described(error)) from None
 
     def place(self):
         """(the active page's target id, where its viewport starts on the X display, or None when headless):
@@ -148,13 +206,13 @@ class Screen:
     # -- actions
 
     def _click_mouse(self, page, x, y, button="left", click_type="click", num_clicks=1, hold_keys=()):
+        steps = [("move", x, y, None)]
+        for count in range(1, num_clicks + 1):
+            steps += [("wait", CLICK_GAP_SECONDS)] if count > 1 else []
+            steps += [(kind, x, y, button, count) for kind in ("down", "up") if click_type in (kind, "click")]
         with page.holding(hold_keys) as modifiers:
-            self._move(page, x, y, modifiers)
-            for count in range(1, num_clicks + 1):
-                if click_type in ("down", "click"):
-                    page.mouse("mousePressed", x, y, modifiers, button=button, click_count=count)
-                if click_type in ("up", "click"):
-                    page.mouse("mouseReleased", x, y, modifiers, button=button, click_count=count)
+            page.pointer(steps, modifiers)
+        self.mouse = (x, y)
 
     def _move_mouse(self, page, x, y, smooth=False, duration_ms=None, hold_keys=()):
         with page.holding(hold_keys) as modifiers:
@@ -166,19 +224,18 @@ class Screen:
     def _drag_mouse(self, page, path, button="left", delay=0, smooth=False, duration_ms=None,
                     steps_per_segment=DRAG_STEPS_PER_SEGMENT, step_delay_ms=DRAG_STEP_DELAY_MS, hold_keys=()):
         points = [tuple(point) for point in path]
+        steps = [("move", *points[0], None), ("down", *points[0], button, 1), ("wait", delay / 1000)]
+        if smooth:
+            steps += _glided(points, duration_ms, button)
+        else:
+            for start, end in itertools.pairwise(points):
+                for step in range(1, steps_per_segment + 1):
+                    steps += [("move", *_between(start, end, step / steps_per_segment), button),
+                              ("wait", step_delay_ms / 1000)]
+        steps.append(("up", *points[-1], button, 1))
         with page.holding(hold_keys) as modifiers:
-            self._move(page, *points[0], modifiers)
-            page.mouse("mousePressed", *points[0], modifiers, button=button, click_count=1)
-            time.sleep(delay / 1000)
-            if smooth:
-                self._glide(page, points, duration_ms, modifiers, button=button)
-            else:
-                for start, end in itertools.pairwise(points):
-                    for step in range(1, steps_per_segment + 1):
-                        x, y = _between(start, end, step / steps_per_segment)
-                        self._move(page, x, y, modifiers, button=button)
-                        time.sleep(step_delay_ms / 1000)
-            page.mouse("mouseReleased", *points[-1], modifiers, button=button, click_count=1)
+            page.pointer(steps, modifiers)
+        self.mouse = points[-1]
 
     def _scroll(self, page, x, y, delta_x=0, delta_y=0, hold_keys=()):
         with page.holding(hold_keys) as modifiers:
@@ -237,15 +294,9 @@ class Screen:
         page.mouse("mouseMoved", x, y, modifiers, button=button)
         self.mouse = (x, y)
 
-    def _glide(self, page, points, duration_ms, modifiers, button=None):
-        """Through `points` along curves a hand would draw, in about `duration_ms` (from the distance if None)."""
-        distance = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
-        if duration_ms is None:
-            duration_ms = min(SMOOTH_MAX_MS, max(SMOOTH_MIN_MS, distance / 100 * SMOOTH_MS_PER_100PX))
-        steps = max(1, round(duration_ms / FRAME_MS))
-        path = _curve(points, steps)
-        page.glide(path, duration_ms / 1000 / len(path), modifiers, button)
-        self.mouse = path[-1]
+    def _glide(self, page, points, duration_ms, modifiers):
+        page.pointer(_glided(points, duration_ms), modifiers)
+        self.mouse = tuple(points[-1])
 
 
 class _Page:
@@ -341,10 +392,22 @@ class _Page:
                                                "modifiers": modifiers,
                                                "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
 
-    def glide(self, path, seconds_per_step, modifiers, button):
-        for x, y in path:
-            self.mouse("mouseMoved", x, y, modifiers, button=button)
-            time.sleep(seconds_per_step)
+    def pointer(self, steps, modifiers):
+        """The mouse's steps in order: ("move", x, y, button held or None), ("down" or "up", x, y, button, click
+        count) and ("wait", seconds). The waits keep to a schedule from the first step: DevTools answers a move at
+        the page's next frame, and that time counts toward the wait after it, so a smooth move lasts its duration."""
+        due = time.monotonic()
+        for kind, *arguments in steps:
+            if kind == "wait":
+                due += arguments[0]
+                time.sleep(max(0.0, due - time.monotonic()))
+            elif kind == "move":
+                x, y, button = arguments
+                self.mouse("mouseMoved", x, y, modifiers, button=button)
+            else:
+                x, y, button, count = arguments
+                self.mouse("mousePressed" if kind == "down" else "mouseReleased", x, y, modifiers, button=button,
+                           click_count=count)
 
     def type(self, text, delay):  # noqa: A003 - the action's name
         for position, char in enumerate(text):
@@ -428,6 +491,17 @@ def _described(error):
 
 def _between(start, end, fraction):
     return round(start[0] + (end[0] - start[0]) * fraction), round(start[1] + (end[1] - start[1]) * fraction)
+
+
+def _glided(points, duration_ms, button=None):
+    """The pointer steps of a move through `points` along curves a hand would draw, in about `duration_ms` (from
+    the distance if None): a move about every frame."""
+    distance = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
+    if duration_ms is None:
+        duration_ms = min(SMOOTH_MAX_MS, max(SMOOTH_MIN_MS, distance / 100 * SMOOTH_MS_PER_100PX))
+    path = _curve(points, max(1, round(duration_ms / FRAME_MS)))
+    seconds_per_step = duration_ms / 1000 / len(path)
+    return [step for x, y in path for step in (("move", x, y, button), ("wait", seconds_per_step))]
 
 
 def _curve(points, steps):

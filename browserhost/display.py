@@ -13,9 +13,6 @@ from browserhost import keys
 COMMAND_TIMEOUT = 70
 # How long Chromium may take to read a new keyboard mapping before the keycodes it names are bound anew.
 REBIND_SECONDS = 0.3
-# A display's wheel clicks (with modifier keys held): the first ones 10 ms apart, as a quick hand turns a wheel, the
-# rest at once, so that the most a scroll takes (10,000 clicks) is over in seconds.
-PACED_WHEEL_CLICKS, WHEEL_CLICK_MS = 100, 10
 
 
 class Display:
@@ -75,16 +72,17 @@ class Display:
         for char in chars:
             self.bound.move_to_end(char)
 
-    def run(self, argv, timeout=COMMAND_TIMEOUT):
-        """stdout of `argv` on this display; SubprocessError when it fails."""
+    def run(self, argv, timeout=COMMAND_TIMEOUT, stdin=None):
+        """stdout of `argv` on this display, given `stdin` (bytes) if any; SubprocessError when it fails."""
         variables = {"DISPLAY": self.name, "LC_ALL": "C.UTF-8"}  # xdotool reads its text in the locale's encoding
+        pipes = {"stdin": subprocess.PIPE if stdin is not None else subprocess.DEVNULL, "stdout": subprocess.PIPE,
+                 "stderr": subprocess.PIPE}
         if self.box is not None:
-            process = self.box.popen(argv, variables, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            process = self.box.popen(argv, variables, **pipes)
         else:
-            process = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE)
+            process = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, **pipes)
         try:
-            out, err = process.communicate(timeout=timeout)
+            out, err = process.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
@@ -125,22 +123,29 @@ class _DisplayAt:
             self.page.begin()
             self.page.wheel(x, y, delta_x, delta_y, modifiers)
             return
-        # With modifier keys held, the display's own clicks: ctrl+wheel zooms as a person's does, which DevTools'
-        # wheel does not.
+        # With modifier keys held, the display's own clicks, all in one run: ctrl+wheel zooms as a person's does,
+        # which DevTools' wheel does not.
         clicks = []
         for delta, (back, forward) in ((delta_y, (4, 5)), (delta_x, (6, 7))):
-            paced = min(abs(delta), PACED_WHEEL_CLICKS)
-            for repeat, delay in ((paced, WHEEL_CLICK_MS), (abs(delta) - paced, 0)):
-                if repeat:
-                    clicks += ["click", "--repeat", repeat, "--delay", delay, forward if delta > 0 else back]
+            if delta:
+                clicks += ["click", "--repeat", abs(delta), "--delay", 0, forward if delta > 0 else back]
         if clicks:
             self.xdotool(*clicks)
 
-    def glide(self, path, seconds_per_step, modifiers, button):
-        chain = []
-        for x, y in path:  # one xdotool for the whole path: a process per step would be slower than the steps
-            chain += ["mousemove", x + self.dx, y + self.dy, "sleep", f"{seconds_per_step:.3f}"]
-        self.xdotool(*chain)
+    def pointer(self, steps, modifiers):
+        """The mouse's steps (computer.py's _Page.pointer) in one xdotool run, given as a script on its stdin (a
+        drag's 10,000 moves would not fit in its arguments): a process per step would take longer than the steps."""
+        lines, seconds = [], 0.0
+        for kind, *arguments in steps:
+            if kind == "wait":
+                lines.append(f"sleep {arguments[0]:.3f}")
+                seconds += arguments[0]
+            elif kind == "move":
+                lines.append(f"mousemove {arguments[0] + self.dx} {arguments[1] + self.dy}")
+            else:
+                lines.append(f"mouse{kind} {self.display.X_BUTTONS[arguments[2]]}")
+        script = "".join(f"{line}\n" for line in lines)  # xdotool reads past a last line without its new line
+        self.display.run(["xdotool", "-"], timeout=COMMAND_TIMEOUT + seconds, stdin=script.encode())
 
     def press(self, combination, held, seconds):
         names = [key.keysym for key in combination]

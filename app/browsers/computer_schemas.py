@@ -5,42 +5,38 @@ their types) sends and reads them.
 Coordinates are checked against the session's viewport where the session is known
 (app/browsers/computer.py); here, only their type and sign. Every value Kernel's API takes for a field is taken
 (its documented ranges, and the fields newer SDKs send, such as type_text's `smooth` and `typo_chance`), within
-bounds that keep one request's work short: MAX_WHEEL_CLICKS, MAX_MS, MAX_TEXT, MAX_CLICKS, MAX_DRAG_STEPS.
+bounds per field (MAX_WHEEL_CLICKS, MAX_MS, MAX_TEXT, MAX_CLICKS, MAX_DRAG_STEPS) and per request: what a request's
+actions may take in all, their waits and the time their steps take on a host, is at most MAX_REQUEST_MS
+(app/browsers/computer.py answers a 400 past it).
 """
 import marshmallow as ma
 from marshmallow import validate
 
-from app.core.fields import Choice, JsonBoolean, JsonInteger, UtcDateTime
+from app.core.fields import Choice, JsonBoolean, JsonInteger, JsonNumber, UtcDateTime
 from lantern_wire.keyboard import MAX_TYPO_CHANCE, untypable
 
 MOUSE_BUTTONS = ["left", "right", "middle", "back", "forward"]
 DRAG_BUTTONS = ["left", "middle", "right"]
 CLICK_TYPES = ["down", "up", "click"]
-# Bounds that keep one request from holding a session's screen for long: a minute of waiting at most.
+# One wait an action asks for (a sleep, a delay, a hold, a smooth move's duration): a minute at most.
 MAX_MS = 60_000
+# All a request's actions may take (app/browsers/computer.py): ten minutes of a session's screen at most. A person's
+# typing of 10,000 characters takes longer: such a text is sent in parts.
+MAX_REQUEST_MS = 600_000
 MAX_TEXT = 10_000
 MAX_KEYS = 100
 MAX_PATH = 1000
 MAX_BATCH = 200
 MAX_CLICKS = 100
-# A drag's moves in all (steps per segment times segments).
-MAX_DRAG_STEPS = 100_000
+# A drag's moves in all (steps per segment times segments): each takes a frame of the page (lantern_wire/pacing.py).
+MAX_DRAG_STEPS = 10_000
 # Wheel clicks of one scroll, either way: Kernel takes any number (its docs scroll 120); 10,000 clicks are
-# 1,200,000 CSS pixels, past the end of any page, and take one DevTools event or one xdotool run.
+# 1,200,000 screen pixels, past the end of any page, and take one DevTools event or one xdotool run.
 MAX_WHEEL_CLICKS = 10_000
 
 Coordinate = JsonInteger(required=True, validate=validate.Range(min=0))
 HoldKeys = ma.fields.List(ma.fields.String(validate=validate.Length(1, 64)), validate=validate.Length(max=10),
                           metadata={"description": "modifier keys held during the action (xdotool names)"})
-
-
-class JsonNumber(ma.fields.Float):
-    """A number in a JSON body (an integer or a fraction): "0.05" and true are refused, never parsed."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.make_error("invalid")
-        return super()._deserialize(value, attr, data, **kwargs)
 
 
 def milliseconds(description):
@@ -96,16 +92,23 @@ class DragMouseSchema(ma.Schema):
                                      f"than {MAX_DRAG_STEPS:,}.", "steps_per_segment")
 
 
+WHEEL_CLICKS = "wheel clicks (xdotool's wheel units): 120 screen pixels each, as one click of a wheel scrolls"
+
+
 class ScrollSchema(ma.Schema):
     x = Coordinate
     y = Coordinate
     delta_x = JsonInteger(load_default=0, validate=validate.Range(-MAX_WHEEL_CLICKS, MAX_WHEEL_CLICKS),
-                          metadata={"description": "wheel clicks (xdotool's wheel units, 120 CSS pixels each); "
-                                                   "positive scrolls right"})
+                          metadata={"description": f"{WHEEL_CLICKS}; positive scrolls right"})
     delta_y = JsonInteger(load_default=0, validate=validate.Range(-MAX_WHEEL_CLICKS, MAX_WHEEL_CLICKS),
-                          metadata={"description": "wheel clicks (xdotool's wheel units, 120 CSS pixels each); "
-                                                   "positive scrolls down"})
+                          metadata={"description": f"{WHEEL_CLICKS}; positive scrolls down"})
     hold_keys = HoldKeys
+
+    @ma.validates_schema
+    def turns_the_wheel(self, data, **kwargs):
+        """Kernel's 400: a scroll of nothing either way is a mistake, not a wheel event of no length."""
+        if not data.get("delta_x") and not data.get("delta_y"):
+            raise ma.ValidationError("At least one of delta_x or delta_y must be non-zero.", "delta_y")
 
 
 class PressKeySchema(ma.Schema):
@@ -130,8 +133,9 @@ class TypeTextSchema(ma.Schema):
                                                   "50 and 120 ms a key, pauses between words (delay is ignored). "
                                                   "Default: true when typo_chance is given above 0, else false"})
     typo_chance = JsonNumber(validate=validate.Range(0, MAX_TYPO_CHANCE), metadata={
-        "description": "the share of letters and digits first typed wrong, then backspaced and typed right, when "
-                       "smooth (the text left is the text given); 0 to 0.1, default 0"})
+        "description": "the share of ASCII letters and digits first typed wrong, then backspaced and typed right, "
+                       "when smooth; 0 to 0.1, default 0. For plain text fields, where the text left is the text "
+                       "given: not for inline-autocomplete comboboxes, masked inputs or one box per digit"})
 
     @ma.post_load
     def smooth_when_typos_are_asked(self, data, **kwargs):

@@ -6,7 +6,7 @@ import time
 
 from flask import Response, g, request, send_file
 
-from app.browsers import computer, control_events, relay, replays
+from app.browsers import computer, control_events, lifecycle, relay, replays
 from app.browsers import computer_schemas as schemas
 from app.browsers import live_view as live_view_page
 from app.browsers.models import BrowserSession
@@ -27,12 +27,25 @@ OPERATIONS = {"capture_screenshot": "TakeScreenshot", "click_mouse": "ClickMouse
               "start_replay": "StartRecording", "stop_replay": "StopRecording"}
 
 
+def run(session_ref, actions):
+    """computer.run on the session `session_ref` names: the actions are its activity for as long as they run."""
+    return computer.run(find(session_ref), actions, resend=resent(), activity=lifecycle.touch)
+
+
+def resent():
+    """Whether the SDK sends this call again: it counts its tries in x-stainless-retry-count, and resends a call
+    whose answer it gave up waiting for (after 60 s by default), which the host may still be running."""
+    count = request.headers.get("x-stainless-retry-count", "")
+    return count.isdigit() and int(count) > 0
+
+
 @blp.route("/<session_ref>/computer/screenshot", methods=["POST"])
 @blp.arguments(schemas.ScreenshotSchema, required=False)
 @blp.response(200, PNG, content_type="image/png")
 def capture_screenshot(args, session_ref):
     """A PNG of the session's screen (its viewport), or of a region of it"""
-    return Response(computer.screenshot(find(session_ref), args.get("region")), mimetype="image/png")
+    png = computer.screenshot(find(session_ref), args.get("region"), activity=lifecycle.touch)
+    return Response(png, mimetype="image/png")
 
 
 @blp.after_request
@@ -58,7 +71,7 @@ def record_api_call(response):
 def _action_route(path, action_type, schema, summary):
     """POST /browsers/{id}/computer/<path>: run one action of `action_type` with the body's fields; 204."""
     def view(args, session_ref):
-        computer.run(find(session_ref), [{"type": action_type, **args}])
+        run(session_ref, [{"type": action_type, **args}])
 
     view.__name__, view.__doc__ = action_type, summary
     blp.route(f"/<session_ref>/computer/{path}", methods=["POST"])(blp.arguments(schema)(blp.response(204)(view)))
@@ -70,7 +83,8 @@ for _path, _type, _schema, _summary in (
         ("move_mouse", "move_mouse", schemas.MoveMouseSchema,
          "Move the mouse to a point, at once or along a human-like curve (smooth)"),
         ("drag_mouse", "drag_mouse", schemas.DragMouseSchema, "Drag with a button held through a path of points"),
-        ("scroll", "scroll", schemas.ScrollSchema, "Turn the mouse wheel at a point, by wheel clicks (120 px each)"),
+        ("scroll", "scroll", schemas.ScrollSchema,
+         "Turn the mouse wheel at a point, by wheel clicks (120 screen pixels each)"),
         ("press_key", "press_key", schemas.PressKeySchema,
          "Press keys or key combinations (xdotool names: Return, ctrl+a, Ctrl+Shift+Tab)"),
         ("type", "type_text", schemas.TypeTextSchema,
@@ -82,7 +96,7 @@ for _path, _type, _schema, _summary in (
 @blp.response(200, schemas.MousePositionSchema)
 def get_mouse_position(session_ref):
     """Where the mouse is"""
-    [position] = computer.run(find(session_ref), [{"type": "get_mouse_position"}])
+    [position] = run(session_ref, [{"type": "get_mouse_position"}])
     return position
 
 
@@ -91,7 +105,7 @@ def get_mouse_position(session_ref):
 @blp.response(200, schemas.OkSchema)
 def set_cursor_visibility(args, session_ref):
     """Show or hide the mouse cursor"""
-    computer.run(find(session_ref), [{"type": "set_cursor", **args}])
+    run(session_ref, [{"type": "set_cursor", **args}])
     return {"ok": True}
 
 
@@ -100,14 +114,14 @@ def set_cursor_visibility(args, session_ref):
 @blp.response(204)
 def batch(args, session_ref):
     """Run actions in order, stopping at the first that fails (its index is in the error)"""
-    computer.run(find(session_ref), args["actions"])
+    run(session_ref, args["actions"])
 
 
 @blp.route("/<session_ref>/computer/clipboard/read", methods=["POST"])
 @blp.response(200, schemas.ClipboardSchema)
 def read_clipboard(session_ref):
     """The text on the browser's clipboard (what its pages would paste)"""
-    [clipboard] = computer.run(find(session_ref), [{"type": "read_clipboard"}])
+    [clipboard] = run(session_ref, [{"type": "read_clipboard"}])
     return clipboard
 
 
@@ -116,7 +130,7 @@ def read_clipboard(session_ref):
 @blp.response(204)
 def write_clipboard(args, session_ref):
     """Put text on the browser's clipboard (what its pages will paste)"""
-    computer.run(find(session_ref), [{"type": "write_clipboard", **args}])
+    run(session_ref, [{"type": "write_clipboard", **args}])
 
 
 # -- replays: recordings of the screen (app/browsers/replays.py)

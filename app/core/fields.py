@@ -72,6 +72,15 @@ class JsonInteger(ma.fields.Integer):
         super().__init__(strict=True, **kwargs)
 
 
+class JsonNumber(ma.fields.Float):
+    """A number in a JSON body (an integer or a fraction): "0.05" and true are refused, never parsed."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
 class JsonBoolean(ma.fields.Boolean):
     """A boolean in a JSON body: only true and false, not "yes" or 1."""
 

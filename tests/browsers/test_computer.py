@@ -1,11 +1,13 @@
 """The computer API's checks before anything reaches a browser (app/browsers/computer*.py); what the browser
 does is tested on a real one (tests/browsers/live/test_computer.py)."""
 import json
+import time
 
 import pytest
 
-from app.browsers import computer, hosts
+from app.browsers import computer, hosts, lifecycle
 from app.browsers.models import BrowserSession
+from app.core import clock
 from app.core.db import db
 from tests.browsers.conftest import SlowHost, on_host
 
@@ -35,7 +37,10 @@ def session_id(new_browser):
                                                                     "typo_chance"),
     ("type", {"text": "a", "smooth": "yes"}, "smooth"), ("click_mouse", {"x": 1, "y": 1, "num_clicks": 101},
                                                           "num_clicks"),
-    ("drag_mouse", {"path": [[1, 1], [2, 2], [3, 3]], "steps_per_segment": 50_001}, "steps_per_segment"),
+    ("drag_mouse", {"path": [[1, 1], [2, 2], [3, 3]], "steps_per_segment": 5_001}, "steps_per_segment"),
+    # Kernel's 400 for a scroll of nothing.
+    ("scroll", {"x": 1, "y": 1}, "delta_y"), ("scroll", {"x": 1, "y": 1, "delta_x": 0, "delta_y": 0}, "delta_y"),
+    ("batch", {"actions": [{"type": "scroll", "scroll": {"x": 1, "y": 1}}]}, "delta_y"),
     ("batch", {"actions": [{"type": "type_text", "type_text": {"text": "a", "typo_chance": 0.5}}]}, "typo_chance"),
 ])
 def test_a_malformed_action_is_a_400_naming_its_field(client, session_id, path, body, field):
@@ -72,11 +77,11 @@ class ComputerHost(SlowHost):
 
 @pytest.fixture
 def on_fake_host(app, session_id):
-    """on_fake_host(host) -> the session, run by `host` (a ComputerHost, stopped after the test, or None: a host
-    that is gone, where connections are refused)."""
+    """on_fake_host(host, session=the test's) -> the session, run by `host` (a ComputerHost, stopped after the test,
+    or None: a host that is gone, where connections are refused)."""
     started = []
 
-    def use(host):
+    def use(host, session=session_id):
         if host is None:
             host = ComputerHost().start()
             host.stop()
@@ -84,9 +89,9 @@ def on_fake_host(app, session_id):
             started.append(host.start())
         with app.app_context(), db.connection_context():
             hosts.add("h1", host.url)
-            BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
-        on_host(app, session_id, "h1")
-        return session_id
+            BrowserSession.update(driver="host").where(BrowserSession.id == session).execute()
+        on_host(app, session, "h1")
+        return session
 
     yield use
     for host in started:
@@ -133,16 +138,17 @@ def test_actions_that_did_nothing_or_only_read_are_a_502_worth_sending_again(app
 
 
 class RecordingHost(ComputerHost):
-    """A host's computer API that keeps the actions it is sent and ran them all."""
+    """A host's computer API that keeps the bodies and actions it is sent and ran them all."""
 
     def __init__(self):
         super().__init__()
-        self.actions = []
+        self.actions, self.bodies = [], []
 
     def post(self, handler):
-        actions = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))["actions"]
-        self.actions.append(actions)
-        handler.answer(200, {"results": [None] * len(actions)})
+        body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
+        self.bodies.append(body)
+        self.actions.append(body["actions"])
+        handler.answer(200, {"results": [None] * len(body["actions"])})
 
 
 @pytest.mark.parametrize("path, body, sent", [
@@ -170,18 +176,89 @@ def test_the_values_kernels_docs_and_newer_sdks_send_reach_the_host(client, on_f
     assert {name: action.get(name) for name in sent} == sent  # None: not sent
 
 
-def test_a_persons_typing_and_a_long_turn_of_a_displays_wheel_are_waited_for(client, on_fake_host, monkeypatch):
-    """A text typed at a person's pace takes far longer than its `delay` says, and a headful session's wheel turned
-    with ctrl held is a display's clicks, paced: the app waits for all of it."""
+def test_a_persons_typing_and_a_drags_moves_are_waited_for(client, on_fake_host, monkeypatch):
+    """A text typed at a person's pace takes far longer than its `delay` says, and each move of a drag a frame of
+    the page at least, whatever its step_delay_ms: the app waits for all of it."""
     session_id = on_fake_host(RecordingHost())
     timeouts = []
     call = hosts.call
     monkeypatch.setattr(hosts, "call", lambda *args, timeout: timeouts.append(timeout) or call(*args, timeout=timeout))
-    text = "word " * 400
+    text = "word " * 200
     for path, body in (("type", {"text": text}), ("type", {"text": text, "typo_chance": 0.1}),
-                       ("scroll", {"x": 1, "y": 1, "delta_y": -10_000, "hold_keys": ["ctrl"]})):
+                       ("drag_mouse", {"path": [[1, 1], [2, 2]], "steps_per_segment": 10_000, "step_delay_ms": 0})):
         assert client.post(f"/browsers/{session_id}/computer/{path}", json=body).status_code == 204
-    instant, human, wheel = timeouts
-    assert instant == computer.ACTION_SECONDS
-    assert human > computer.ACTION_SECONDS + len(text) * 0.12 + 400 * 0.3  # its keys and pauses at their longest
-    assert wheel >= computer.ACTION_SECONDS + 100 * 0.011 + 10_000 * 0.001
+    instant, human, drag = timeouts
+    assert instant < computer.ACTION_SECONDS + 30
+    assert human > computer.ACTION_SECONDS + len(text) * 0.12 + 200 * 0.3  # its keys and pauses at their longest
+    assert drag > computer.ACTION_SECONDS + 10_000 * 0.017  # a move is answered at the page's next frame (60 Hz)
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("type", {"text": "word " * 2000, "smooth": True}, "text"),  # a person types 10,000 characters in over 10 min
+    ("press_key", {"keys": ["a"] * 11, "duration": 60_000}, "duration"),
+    ("drag_mouse", {"path": [[1, 1], [2, 2]], "steps_per_segment": 10_000, "step_delay_ms": 100}, "step_delay_ms"),
+    ("batch", {"actions": [{"type": "sleep", "sleep": {"duration_ms": 60_000}}] * 11}, "actions"),
+])
+def test_a_request_that_would_hold_the_screen_past_ten_minutes_is_a_400_naming_it(client, on_fake_host, path, body,
+                                                                                  field):
+    host = RecordingHost()
+    session_id = on_fake_host(host)
+    response = client.post(f"/browsers/{session_id}/computer/{path}", json=body)
+    assert response.status_code == 400 and response.get_json()["details"][0]["field"] == field
+    assert "at most 10" in response.get_json()["message"] and host.actions == []
+
+
+def test_the_request_holds_no_database_connection_while_its_host_runs_the_actions(client, new_browser, on_fake_host,
+                                                                                 monkeypatch):
+    """A worker has 20 connections and a person's typing can take minutes: the request gives its connection back for
+    the host's call, and takes one again to record the call (its api_call event) and the session's activity."""
+    session_id = on_fake_host(RecordingHost(), new_browser(telemetry={
+        "enabled": True, "browser": {"control": {"enabled": True}}})["session_id"])
+    during = []
+    call = hosts.call
+    monkeypatch.setattr(hosts, "call", lambda *args, timeout: during.append(db.is_closed()) or call(*args,
+                                                                                                    timeout=timeout))
+    assert client.post(f"/browsers/{session_id}/computer/type", json={"text": "hi", "smooth": True}).status_code == 204
+    assert during == [True]
+    events = client.get(f"/browsers/{session_id}/telemetry/events").get_json()
+    assert [(e["event"]["data"]["operation_id"], e["event"]["data"]["status"]) for e in events
+            if e["event"]["type"] == "api_call"] == [("TypeText", 204)]
+
+
+def test_a_session_is_active_for_as_long_as_its_host_runs_its_actions(app, client, new_browser, on_fake_host,
+                                                                      monkeypatch):
+    """A person's typing can outlast the session's timeout_seconds: the request is the session's activity all along
+    (the idle sweep leaves the session while the host types), and the session times out that long after the typing
+    ended, not before."""
+    clock.freeze(clock.now())
+    monkeypatch.setattr(computer, "ACTIVITY_SHARE", 0.01)  # every 0.1 s of a 10 s timeout
+
+    class Typing(ComputerHost):
+        def post(self, handler):
+            handler.rfile.read(int(handler.headers["Content-Length"]))
+            for _ in range(3):  # 24 s of the app's clock, sweeping as every worker does
+                clock.advance(seconds=8)
+                time.sleep(0.3)
+                with app.app_context():
+                    lifecycle.end_idle_sessions()
+            handler.answer(200, {"results": [None]})
+
+    session_id = on_fake_host(Typing(), new_browser(timeout_seconds=10)["session_id"])
+    response = client.post(f"/browsers/{session_id}/computer/type", json={"text": "words " * 20, "smooth": True})
+    assert response.status_code == 204
+    clock.advance(seconds=9)
+    assert client.get(f"/browsers/{session_id}").status_code == 200
+    clock.advance(seconds=11)
+    assert client.get(f"/browsers/{session_id}").status_code == 404
+
+
+@pytest.mark.parametrize("tries, resend", [(None, False), ("0", False), ("1", True), ("2", True)])
+def test_the_host_is_told_a_call_the_sdk_sends_again(client, on_fake_host, tries, resend):
+    """The SDKs send a call again once they give up waiting for it (60 s by default), counting in
+    x-stainless-retry-count: the host answers such a resend what the first send did, once it is done, rather than
+    typing the text twice (browserhost/computer.py)."""
+    host = RecordingHost()
+    session_id = on_fake_host(host)
+    headers = {"x-stainless-retry-count": tries} if tries else {}
+    response = client.post(f"/browsers/{session_id}/computer/type", json={"text": "hi"}, headers=headers)
+    assert response.status_code == 204 and host.bodies[0]["resend"] is resend

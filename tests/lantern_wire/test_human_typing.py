@@ -7,12 +7,14 @@ import pytest
 from lantern_wire.keyboard import KEY_MS, MAX_TYPO_CHANCE, human_typing, human_typing_bound_ms
 
 
-def typed(steps):
-    """What a text field holds once the steps ran (one backspace takes back one character)."""
+def typed(steps, maxlength=None):
+    """What a text field holds once the steps ran (one backspace takes back one character; a key past `maxlength`
+    types nothing). That a backspace takes back a whole grapheme in a browser is tested on Chromium
+    (tests/browserhost/test_computer.py)."""
     field = []
     for step, value, *_ in steps:
         if step == "type":
-            field += value
+            field = (field + list(value))[:maxlength]
         elif step == "backspace":
             del field[len(field) - value:]
     return "".join(field)
@@ -23,6 +25,28 @@ def test_the_text_left_is_exactly_the_text_given_whatever_the_typos(seed):
     rng = random.Random(seed)
     text = "".join(rng.choice("abzAQ 09.,!?\n\té日😀-") for _ in range(rng.randint(1, 80)))
     assert typed(human_typing(text, rng.choice([0, 0.05, MAX_TYPO_CHANCE]), random.Random(seed))) == text
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_no_mistake_makes_the_field_hold_more_than_the_text_so_a_maxlength_of_the_text_keeps_it_whole(seed):
+    rng = random.Random(seed)
+    text = "".join(rng.choice("ab 1z.") for _ in range(rng.randint(1, 12)))
+    assert typed(human_typing(text, MAX_TYPO_CHANCE, random.Random(seed)), maxlength=len(text)) == text
+
+
+def test_a_typo_at_the_last_character_is_never_the_key_twice():
+    """Before #35's review, seed 56 typed the last of "12345" twice: a field of maxlength 5 dropped the second,
+    and the backspace took back the first."""
+    for seed in range(2000):
+        steps = human_typing("12345", MAX_TYPO_CHANCE, random.Random(seed))
+        assert not any(step == ("type", "1234" + "55", step[2]) for step in steps if step[0] == "type"), seed
+
+
+def test_only_ascii_letters_and_digits_are_mistyped():
+    """The Kelvin sign (U+212A) lowercases to k, and "İ" to two characters: neither is ever mistyped."""
+    for seed in range(50):
+        steps = human_typing("\u212a\u0130é日😀" * 5, MAX_TYPO_CHANCE, random.Random(seed))
+        assert "backspace" not in {step[0] for step in steps}
 
 
 def test_typos_are_the_asked_share_of_letters_and_digits_and_each_is_backspaced():

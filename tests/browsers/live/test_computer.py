@@ -148,6 +148,26 @@ def test_kernels_docs_scroll_of_120_clicks_scrolls_that_far_and_typos_are_backsp
     assert backspaces >= 2
 
 
+def test_a_session_stays_active_while_its_computer_types_past_its_timeout(sdk, page_site):
+    """A person's typing can outlast a session's timeout_seconds: the call typing is the session's activity all along
+    (before, the idle sweep ended the session, and its browser, under its own typing)."""
+    created = sdk.browsers.create(headless=True, timeout_seconds=5)
+    session_id = created.session_id
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        page = browser.contexts[0].pages[0]
+        page.goto(f"{page_site.url}/")
+        browser.close()  # a CDP client keeps a session active by itself
+    sdk.browsers.computer.click_mouse(session_id, x=250, y=215)
+    text = "typed at a person's pace, word by word, for longer than the five seconds the session may idle: 10 s"
+    sdk.browsers.computer.type_text(session_id, text=text, extra_body={"smooth": True})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        expect(browser.contexts[0].pages[0].locator("#i")).to_have_value(text)
+        browser.close()
+    sdk.browsers.delete_by_id(session_id)
+
+
 def pixel(page, png, x, y):
     """The colour at x, y of a PNG, decoded by the page's own canvas."""
     return page.evaluate("""async ([data, x, y]) => {
