@@ -8,9 +8,8 @@ display: it is read with `Page.captureScreenshot` and acted on with `Input.dispa
 by its zoom). A headful one is acted on through its X display (browserhost/display.py): xdotool and an
 ffmpeg grab, run inside the session's sandbox (its user, namespaces and cgroup), at the page's place on the
 screen below the window's tab strip and address bar (the same at any zoom); so clicks are the display's own
-and a screenshot shows what a person would see there (native pop-ups and menus included); only a wheel turned
-with no modifier key held is the page's own wheel event there, as headless (display.py says why). The mouse is
-where the last action left it (0,0 at first).
+and a screenshot shows what a person would see there (native pop-ups and menus included, which a wheel turned
+there scrolls as a person's does). The mouse is where the last action left it (0,0 at first).
 
 `Screen.run(actions)` runs a list of actions in order, one list at a time per session (a lock), stopping
 at the first that fails: ActionFailed says which (its index) and why, in words for the session's user (no

@@ -97,7 +97,7 @@ class _DisplayAt:
     through xdotool; the browser's clipboard through the page's DevTools connection (`cdp`), as for a `_Page`."""
 
     def __init__(self, display, page):
-        self.display, self.page, self.cdp = display, page, page.cdp
+        self.display, self.cdp = display, page.cdp
         self.dx, self.dy = page.offset()  # the browser's tab strip and toolbar: the same at any zoom
 
     def begin(self):
@@ -116,15 +116,10 @@ class _DisplayAt:
             self.xdotool("mousedown" if kind == "mousePressed" else "mouseup", self.display.X_BUTTONS[button])
 
     def wheel(self, x, y, delta_x, delta_y, modifiers):
-        if not modifiers:
-            # Chromium's smooth scrolling drops part of a quick run of a display's wheel clicks (of 120 clicks sent
-            # at once, 89 to 120 scrolled; of 1,000 sent 6 ms apart, 978 to 1,000): the page's own wheel event, where
-            # the mouse now is, scrolls the whole of it, as a headless session's does.
-            self.page.begin()
-            self.page.wheel(x, y, delta_x, delta_y, modifiers)
-            return
-        # With modifier keys held, the display's own clicks, all in one run: ctrl+wheel zooms as a person's does,
-        # which DevTools' wheel does not.
+        # The display's own clicks, all in one run as Kernel sends them (xdotool click --repeat N --delay 0), so that
+        # they reach what is under the mouse as a person's do (an open <select>'s list, a pop-up): Chromium is
+        # started with --disable-smooth-scrolling (launch.py), which scrolls each one whole however quick the run
+        # (of 10,000 clicks at once, all scrolled).
         clicks = []
         for delta, (back, forward) in ((delta_y, (4, 5)), (delta_x, (6, 7))):
             if delta:

@@ -24,6 +24,8 @@ PAGE = b"""<!doctype html><title>computer</title>
 <style>body { margin: 0; height: 5000px } #b { position: absolute; left: 100px; top: 100px; width: 200px;
 height: 50px } #i { position: absolute; left: 100px; top: 200px; width: 300px; height: 30px }</style>
 <button id=b onclick="this.textContent = 'clicked ' + event.detail">click me</button><input id=i>
+<select id=s style="position: absolute; left: 800px; top: 100px; width: 200px">
+""" + b"".join(b"<option>option %d</option>" % n for n in range(200)) + b"""</select>
 <div style="position: absolute; left: 600px; top: 300px; width: 100px; height: 100px; background: rgb(255, 0, 128)">
 </div>
 <script>
@@ -128,6 +130,35 @@ def test_the_wheel_scrolls_and_a_drag_goes_down_and_up_where_asked(sdk, screen):
     sdk.browsers.computer.move_mouse(session_id, x=640, y=360, smooth=True, duration_ms=200)
     assert sdk.browsers.computer.get_mouse_position(session_id).model_dump() == {"x": 640, "y": 360}
     assert sdk.browsers.computer.set_cursor_visibility(session_id, hidden=True).ok is True
+
+
+def test_a_headful_wheel_scrolls_an_open_select_list_not_the_page_behind_it(sdk, page_site):
+    """The display's wheel reaches what is under the mouse as a person's does (before, a headful scroll was the
+    page's wheel event: it closed the <select>'s list and scrolled the page)."""
+    created = sdk.browsers.create(headless=False)
+    session_id, computer = created.session_id, sdk.browsers.computer
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
+        page = browser.contexts[0].pages[0]
+        page.goto(f"{page_site.url}/")
+        computer.set_cursor_visibility(session_id, hidden=True)
+        below = {"x": 810, "y": 140, "width": 150, "height": 300}  # where the list shows, under the select
+
+        def shot():
+            return computer.capture_screenshot(session_id, region=below).read()
+
+        closed = shot()
+        computer.click_mouse(session_id, x=900, y=110)
+        opened = eventually(lambda: (lambda png: png if png != closed else None)(shot()))
+        assert opened, "the list did not open"
+        computer.scroll(session_id, x=880, y=300, delta_y=5)
+        scrolled = eventually(lambda: (lambda png: png if png != opened else None)(shot()))
+        list_moved, list_shown = scrolled is not None, scrolled not in (None, closed)
+        assert list_moved and list_shown, "the list did not scroll, or it closed"
+        assert page.evaluate("[scrollY, s.selectedIndex]") == [0, 0]
+        computer.press_key(session_id, keys=["Escape"])
+        browser.close()
+    sdk.browsers.delete_by_id(session_id)
 
 
 def test_kernels_docs_scroll_of_120_clicks_scrolls_that_far_and_typos_are_backspaced(sdk, screen):
