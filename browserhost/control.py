@@ -10,7 +10,7 @@
     GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
     POST   /sessions/{id}/clients         {"delta": 1 | -1, "connection_id", "worker_pid"}: such a
                                           worker's CDP client came or left
-    POST   /sessions/{id}/computer        {"actions": [...]}: run on its screen (computer.py), in order;
+    POST   /sessions/{id}/computer        {"actions": [...], "resend": bool}: run on its screen (computer.py), in order;
                                           {"results": [...]}, or the failed action's index and why
     POST   /sessions/{id}/replays         {"replay_id", "framerate", "max_seconds", "max_bytes"}: record
                                           its screen (replays.py) -> {"started_at"}
@@ -81,7 +81,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         if parts == ["sessions"]:
             self.answer(*self.host.start_browser(body))
         elif hosted is not None and parts[2:] == ["computer"]:
-            self.answer(*self.host.computer(hosted, body.get("actions") or []))
+            self.answer(*self.host.computer(hosted, body.get("actions") or [], resend=body.get("resend") is True))
         elif hosted is not None and parts[2:] == ["replays"]:
             self.answer(*self.host.start_replay(hosted, body))
         elif hosted is not None and parts[2:] == ["profile"]:

@@ -707,12 +707,13 @@ class BrowserHostServer:
         self.note(hosted, f"profile loaded: {cookies} cookies, localStorage of {origins} origins")
         return 200, {"cookies": cookies, "origins": origins}
 
-    def computer(self, hosted, actions):
-        """(status, answer) for POST /sessions/{id}/computer."""
+    def computer(self, hosted, actions, resend=False):
+        """(status, answer) for POST /sessions/{id}/computer; `resend`: the client sent the same call again after
+        giving up waiting (computer.Screen.run answers it from the first)."""
         if hosted.browser is None or hosted.stopping:
             return 404, {"code": "not_found", "message": "No such browser on this host."}
         try:
-            return 200, {"results": hosted.screen.run(actions)}
+            return 200, {"results": hosted.screen.run(actions, resend=resend)}
         except computer.ActionFailed as error:
             if error.detail:  # this host's log alone: the session's log is its user's to read
                 logger.warning("session %s: %s (%s)", hosted.session_id, error, error.detail)
