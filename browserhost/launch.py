@@ -194,6 +194,8 @@ class Browser:
     def __init__(self, binary, process, workdir, devtools, log_path, tmpdir, box=None):
         self.binary = binary
         self.headful = False  # on a screen: its windows are as high as a headless one's, but measured apart
+        self.own_ui = False  # policies or extensions may add to its UI (a bookmark bar, a toolbar)
+        self.chrome_height = None  # its UI's height, once known
         self.process = process
         # Chromium's own process id on this host: the process started here (also its process group
         # id), or in a sandbox, the browser process found in its cgroup.
@@ -238,6 +240,7 @@ class Browser:
         deadline = time.monotonic() + timeout
         browser = cls._launch(binary, workdir, options, timeout, box)
         browser.headful = headful(options)
+        browser.own_ui = bool(options.chrome_policy or options.extension_dirs)
         if options.viewport and not kiosk(options):
             try:
                 browser.fit(options.viewport, timeout=max(deadline - time.monotonic(), 0.5))
@@ -249,16 +252,28 @@ class Browser:
             box.bound_cpu()
         return browser
 
-    def fit(self, viewport, *, timeout=10.0):
-        """Give every window of the browser the inner size `viewport`, and so every window it opens later."""
+    def fit(self, viewport, *, timeout=10.0, settle=False):
+        """Give every window of the browser the inner size `viewport`, and so every window it opens later; with
+        `settle` (a live change), once the pages in front have it (reshape.fit_windows)."""
         with CdpClient(self.devtools, timeout=timeout) as cdp:
-            measured = (self.binary, self.headful)
-            chrome_height = _measured_chrome_heights.get(measured)
-            if chrome_height is None:
-                chrome_height = _measured_chrome_heights[measured] = _measure_chrome_height(cdp, timeout)
-                if chrome_height != CHROME_HEIGHT:
-                    log.warning("browser UI is %s px high, not %s", chrome_height, CHROME_HEIGHT)
-            return reshape.fit_windows(cdp, viewport, chrome_height, timeout)
+            return reshape.fit_windows(cdp, viewport, self._chrome_height(cdp, timeout), timeout, settle=settle)
+
+    def _chrome_height(self, cdp, timeout):
+        """The browser UI's height: measured once per binary and mode on a browser with nothing of its own in its
+        UI; a browser with policies or extensions (a bookmark bar, an extension's toolbar) is measured for itself,
+        and its height is never another session's."""
+        if self.chrome_height is not None:
+            return self.chrome_height
+        measured = (self.binary, self.headful)
+        if not self.own_ui and measured in _measured_chrome_heights:
+            self.chrome_height = _measured_chrome_heights[measured]
+            return self.chrome_height
+        self.chrome_height = _measure_chrome_height(cdp, timeout)
+        if not self.own_ui:
+            _measured_chrome_heights[measured] = self.chrome_height
+        if self.chrome_height != CHROME_HEIGHT:
+            log.warning("browser UI is %s px high, not %s", self.chrome_height, CHROME_HEIGHT)
+        return self.chrome_height
 
     @classmethod
     def _launch(cls, binary, workdir, options, timeout, box):

@@ -15,14 +15,16 @@ import time
 from browserhost.cdp import CdpError
 
 POLL_SECONDS = 0.02
-# How long a page may take to answer whether it has its new size.
+# How long a live change waits for the pages in front to have their windows' new size, all windows together.
 SETTLE_SECONDS = 2.0
 
 
-def fit_windows(cdp, viewport, chrome_height, timeout=10.0):
+def fit_windows(cdp, viewport, chrome_height, timeout=10.0, *, settle=False):
     """Give every window of the browser an inner size of `viewport` (width, height); waits up to `timeout` for its
-    first page when it has none yet (just started), and for the page in front of each window to have the new size
-    (Chromium tells pages of its new size a moment after its answer). The windows' ids."""
+    first page when it has none yet (just started). With `settle` (a live change), also waits, up to
+    SETTLE_SECONDS, for the page in front of each window to have its window's new size (Chromium tells pages of it
+    a moment after its answer); a start needs no wait: its first page loads after the window has its size. The
+    windows' ids."""
     width, height = viewport
     windows = {}
     deadline = time.monotonic() + timeout
@@ -33,26 +35,34 @@ def fit_windows(cdp, viewport, chrome_height, timeout=10.0):
                 found = cdp.call("Browser.getWindowForTarget", {"targetId": target["targetId"]})
             except CdpError:  # closed meanwhile
                 continue
-            windows[found["windowId"]] = found["bounds"]
+            windows.setdefault(found["windowId"], []).append(target)
         if not windows:
             if time.monotonic() > deadline:
                 raise CdpError("the browser opened no window in time")
             time.sleep(POLL_SECONDS)
-    for window, bounds in windows.items():
+    for window in windows:
+        bounds = cdp.call("Browser.getWindowBounds", {"windowId": window})["bounds"]
         if bounds.get("windowState", "normal") != "normal":  # a maximized or minimized window keeps its size else
             cdp.call("Browser.setWindowBounds", {"windowId": window, "bounds": {"windowState": "normal"}})
         cdp.call("Browser.setWindowBounds",
                  {"windowId": window, "bounds": {"width": width, "height": height + chrome_height}})
-    _settle(cdp, pages, viewport, deadline)
+    if settle:
+        settle_deadline = min(deadline, time.monotonic() + SETTLE_SECONDS)
+        for window, targets in windows.items():
+            # The size the window got, which may not be the one asked for (a headful window is at least 500 px wide)
+            got = cdp.call("Browser.getWindowBounds", {"windowId": window})["bounds"]
+            _settle(cdp, targets, (got["width"], got["height"]), settle_deadline)
     return sorted(windows)
 
 
-def _settle(cdp, pages, viewport, deadline):
-    """Wait until the visible pages (one in front of each window) have `viewport`. A page in the background gets
-    its window's size when it is brought to the front (Chromium resizes hidden tabs then). A page that does not
-    answer (a dialog open) is left to take it when it can."""
-    expression = f"document.visibilityState === 'hidden' || (innerWidth === {viewport[0]} " \
-                 f"&& innerHeight === {viewport[1]})"
+def _settle(cdp, pages, outer, deadline):
+    """Wait until the visible page among `pages` (one window's) sees its window's `outer` size. outerWidth and
+    outerHeight follow the window even when a client emulates another viewport on the page (Puppeteer's
+    defaultViewport, Playwright's viewport), where innerWidth never would. A page in the background gets its
+    window's size when it is brought to the front (Chromium resizes hidden tabs then). A page that does not answer
+    (a dialog open) is left to take it when it can."""
+    expression = f"document.visibilityState === 'hidden' || (outerWidth === {outer[0]} " \
+                 f"&& outerHeight === {outer[1]})"
     for target in pages:
         try:
             session = cdp.call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})["sessionId"]
@@ -60,7 +70,7 @@ def _settle(cdp, pages, viewport, deadline):
             continue
         try:
             while time.monotonic() < deadline:
-                wait = min(SETTLE_SECONDS, max(deadline - time.monotonic(), 0.1))
+                wait = max(deadline - time.monotonic(), 0.1)
                 answer = cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
                                   session_id=session, timeout=wait)
                 if answer["result"].get("value") is True:

@@ -599,7 +599,7 @@ class BrowserHostServer:
                 return 200, {"restarted": False}
             if self._screen_holds(hosted, viewport):
                 try:
-                    hosted.browser.fit(viewport)
+                    hosted.browser.fit(viewport, settle=True)
                 except (CdpError, OSError) as error:
                     logger.warning("session %s: resizing failed: %s", hosted.session_id, error)
                     return 502, {"code": "browser_unreachable", "message": "The browser's windows could not be "

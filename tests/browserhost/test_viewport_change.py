@@ -5,9 +5,11 @@ import struct
 
 import pytest
 
+from browserhost import launch, sandbox
 from browserhost.cdp import CdpClient
 from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
-from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, navigate, needs_chromium
+from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, navigate, needs_chromium, open_page
+from tests.browserhost.test_sandbox import can_sandbox
 
 
 @pytest.fixture
@@ -118,3 +120,37 @@ def test_a_headful_browser_shrinks_on_its_screen_and_grows_past_it_only_by_start
                                       "screen.width >= 1920 + 20, screen.height >= 1200]"
                         ) == ["/first", "visible", "sid=s3cr3t", "dark", 1920, 1200, True, True]
     assert screenshot_size(hosted) == [1920, 1200]
+
+
+@pytest.mark.skipif(not xvfb_available(), reason="Xvfb is not installed (apt-get install xvfb)")
+@needs_chromium
+def test_a_headful_window_narrower_than_chromium_allows_starts_and_resizes_at_the_width_it_gets(host, site):
+    """A headful window is at least 500 px wide: a start or a change waits for no page width it can never have."""
+    hosted = start(host, headless=False, viewport={"width": 400, "height": 300}, start_url=f"{site.url}/first",
+                   start_seconds=8)
+    assert host.resize(hosted, {"width": 450, "height": 320}) == (200, {"restarted": False})
+    assert page_sizes(hosted) == [[500, 320]]
+
+
+@can_sandbox
+@needs_chromium
+def test_the_ui_height_of_a_browser_with_policies_is_its_own_not_the_next_sessions(tmp_path, monkeypatch):
+    """A bookmark bar (a policy) makes the browser UI taller: measured in that browser, it must not size the windows
+    of the sessions after it."""
+    monkeypatch.setattr(launch, "_measured_chrome_heights", {})
+    sizes = []
+    for name, policy in (("first", {"BookmarkBarEnabled": True}), ("second", None)):
+        workdir = tmp_path / "sessions" / name
+        box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+        try:
+            browser = launch.Browser.start(CHROMIUM, workdir, LaunchOptions(viewport=(1280, 720), chrome_policy=policy),
+                                           box=box, timeout=40)
+            try:
+                with CdpClient(browser.devtools) as cdp:
+                    session = open_page(cdp, "about:blank")
+                    sizes.append(evaluate(cdp, session, "[innerWidth, innerHeight]"))
+            finally:
+                browser.stop()
+        finally:
+            box.destroy()
+    assert sizes[1] == [1280, 720]
