@@ -104,6 +104,9 @@ class Hosted:
     restarting: bool = False  # its Chromium is being started again (a new viewport): its exit ends nothing
     recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
     recording_lock: threading.Lock = field(default_factory=threading.Lock)  # one recording starts at a time
+    # A profile given while it runs (POST /sessions/{id}/profile), loading or loaded: one only, or two users'
+    # cookies would share a browser whose record names one.
+    profile_given: bool = False
 
 
 class BrowserHostServer:
@@ -695,13 +698,20 @@ class BrowserHostServer:
     def load_profile(self, hosted, body):
         """(status, answer) for POST /sessions/{id}/profile: {"profile_state"} given to the running browser (its
         origins are read back at the end, as a profile given at the start)."""
-        if hosted.browser is None or hosted.stopping or hosted.restarting:
-            return 404, {"code": "not_found", "message": "No such browser on this host."}
+        with self.lock:
+            if hosted.browser is None or hosted.stopping or hosted.restarting:
+                return 404, {"code": "not_found", "message": "No such browser on this host."}
+            if hosted.profile_given:
+                return 409, {"code": "profile_already_loaded", "message": "The browser has been given a profile "
+                             "already; it cannot take another."}
+            hosted.profile_given = True
         state = body.get("profile_state") or {}
         try:
             self._load_state(hosted, state, storage.PAGE_TIMEOUT * 4)
         except (CdpError, OSError) as error:
             logger.warning("session %s: loading a profile failed: %s", hosted.session_id, error)
+            with self.lock:  # nothing of it is the record's: the same request may come again
+                hosted.profile_given = False
             return 502, {"code": "browser_unreachable", "message": "The profile could not be loaded into the browser."}
         cookies, origins = len(state.get("cookies") or ()), len(state.get("origins") or ())
         self.note(hosted, f"profile loaded: {cookies} cookies, localStorage of {origins} origins")

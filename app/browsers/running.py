@@ -6,7 +6,9 @@ A recording keeps the size it started with, so a new viewport is refused while o
 (Kernel's rule): then the recording is stopped (a replay of its own) and a new one starts at the new size, with
 the same framerate and maximum duration, as Kernel's separate segments.
 """
+import contextlib
 import logging
+import threading
 
 from app.browsers import replays
 from app.browsers.drivers import driver_named
@@ -14,6 +16,28 @@ from app.browsers.models import Replay
 from app.core.errors import ApiError, conflict
 
 logger = logging.getLogger(__name__)
+
+# Sessions with a change under way in this process. Two profiles loaded at once would both reach the browser while
+# the record names one (and save_changes would save one's cookies into the other): one change at a time. The host
+# refuses a second profile too (its own check, whatever process sent it).
+_changing = set()
+_changing_lock = threading.Lock()
+CHANGE_RETRY_SECONDS = 2
+
+
+@contextlib.contextmanager
+def one_change_at_a_time(session_id):
+    """Held while a change reaches the running browser; 409 browser_changing (retryable) while another is."""
+    with _changing_lock:
+        if session_id in _changing:
+            raise conflict("browser_changing", f"Browser session {session_id!r} is taking another change to its "
+                           "running browser; retry once it is done.", retry_after=CHANGE_RETRY_SECONDS)
+        _changing.add(session_id)
+    try:
+        yield
+    finally:
+        with _changing_lock:
+            _changing.discard(session_id)
 
 
 def resize(session, viewport):

@@ -177,7 +177,9 @@ def update(session, args):
     """PATCH: only what is given changes, read and written under the session's lock. What its running browser must
     apply (a new viewport, a profile) is applied first, outside the lock, once the request is known to be
     acceptable: the record says so only once applied (running.py)."""
-    if RUNNING_CHANGES & args.keys():
+    if not RUNNING_CHANGES & args.keys():
+        return _update_record(session, args)
+    with running.one_change_at_a_time(session.id):
         with exclusive(session):
             current = updatable(session, args)
             profile = loadable_profile(current, args["profile"]) if "profile" in args else None
@@ -187,6 +189,11 @@ def update(session, args):
             running.resize(current, args["viewport"])
         if profile is not None:
             running.load_profile(current, profile)
+        return _update_record(session, args)
+
+
+def _update_record(session, args):
+    """The PATCH written to the record (what the running browser had to take, it has)."""
     with exclusive(session):
         current = updatable(session, args)
         settings = current.options

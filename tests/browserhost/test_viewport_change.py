@@ -2,6 +2,7 @@
 screen holds them; else Chromium started again, only when allowed, with its tabs, cookies and localStorage."""
 import base64
 import struct
+import threading
 
 import pytest
 
@@ -154,3 +155,25 @@ def test_the_ui_height_of_a_browser_with_policies_is_its_own_not_the_next_sessio
         finally:
             box.destroy()
     assert sizes[1] == [1280, 720]
+
+
+@needs_chromium
+def test_a_browser_takes_one_profile_while_it_runs_even_two_at_once(host, monkeypatch):
+    hosted = start(host, headless=True)
+    arrived, release = threading.Event(), threading.Event()
+
+    def slow_load(hosted, state, timeout):
+        arrived.set()
+        release.wait(10)
+    monkeypatch.setattr(host, "_load_state", slow_load)
+    first = {}
+    loading = threading.Thread(target=lambda: first.update(answer=host.load_profile(hosted, {"profile_state": {}})))
+    loading.start()
+    try:
+        assert arrived.wait(10)
+        second = host.load_profile(hosted, {"profile_state": {}})
+    finally:
+        release.set()
+        loading.join(10)
+    assert second[0] == 409 and second[1]["code"] == "profile_already_loaded"
+    assert first["answer"][0] == 200

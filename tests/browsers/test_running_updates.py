@@ -2,6 +2,7 @@
 before the record says so; refusals and failures leave the record as it was. Real browsers:
 tests/browsers/live/test_running_changes.py."""
 import json
+import threading
 
 import pytest
 
@@ -11,6 +12,7 @@ from app.core import clock
 from app.core.db import db
 from app.profiles.models import save_profile_state
 from tests.browsers.conftest import on_host
+from tests.conftest import client_for
 from tests.fakes import LocalServer
 
 
@@ -136,3 +138,34 @@ def test_what_a_running_browser_still_cannot_change_is_refused_by_name(client, r
     refused = client.patch(f"/browsers/{running}", json={"location": {"timezone": "Asia/Tokyo"}})
     assert refused.status_code == 400
     assert [detail["field"] for detail in refused.get_json()["details"]] == ["location"]
+
+
+def test_a_second_profile_while_the_first_reaches_the_browser_is_refused_and_reaches_nothing(
+        app, client, owner_key, host, running):
+    """Two PATCHes at once each passed the record's check: both profiles reached one browser, the record named one,
+    and save_changes would have saved the other's cookies into it."""
+    for name in ("alice", "bob"):
+        client.post("/profiles", json={"name": name})
+    arrived, release = threading.Event(), threading.Event()
+    take = host._take
+
+    def slow(handler):
+        arrived.set()
+        release.wait(10)
+        take(handler)
+    host.post = slow
+    host.reply = (200, {"cookies": 0, "origins": 0})
+    first = {}
+    patching = threading.Thread(target=lambda: first.update(answer=client_for(app, owner_key.plaintext).patch(
+        f"/browsers/{running}", json={"profile": {"name": "alice", "save_changes": True}})))
+    patching.start()
+    try:
+        assert arrived.wait(10)
+        second = client.patch(f"/browsers/{running}", json={"profile": {"name": "bob", "save_changes": True}})
+    finally:
+        release.set()
+        patching.join(10)
+    assert second.status_code == 409 and second.get_json()["code"] == "browser_changing"
+    assert second.headers["Retry-After"]
+    assert first["answer"].status_code == 200 and first["answer"].get_json()["profile"]["name"] == "alice"
+    assert [path for _, path, _ in host.requests] == [f"/sessions/{running}/profile"]
