@@ -101,6 +101,7 @@ class LaunchOptions:
     display: str | None = None                  # X display (":99") for a headful browser
     kiosk: bool = False                         # a headful browser without its tab strip and toolbar
     chrome_policy: dict | None = None           # enterprise policies (a sandbox's managed policy file)
+    screen: tuple | None = None                 # a headful sandbox's X screen (width, height); else screen_for's
 
 
 @functools.cache
@@ -315,7 +316,7 @@ class Browser:
                   for folder in options.extension_dirs]
         screen = None
         if not options.headless:
-            screen = screen_for(options.viewport, chrome_height, kiosk=options.kiosk)
+            screen = options.screen or screen_for(options.viewport, chrome_height, kiosk=options.kiosk)
             options = replace(options, display=":99")
         argv, env = command(binary, f"{sandbox.INSIDE_HOME}/user-data", replace(options, extension_dirs=inside),
                             chrome_height=chrome_height, sandboxed=True)

@@ -107,6 +107,7 @@ class Hosted:
     # A profile given while it runs (POST /sessions/{id}/profile), loading or loaded: one only, or two users'
     # cookies would share a browser whose record names one.
     profile_given: bool = False
+    x_screen: tuple | None = None  # a headful browser's X screen (width, height): Xvfb's cannot change
 
 
 class BrowserHostServer:
@@ -442,9 +443,11 @@ class BrowserHostServer:
     def _start_chromium(self, hosted, options):
         """Chromium with `options` (without a sandbox, on an X display of its own when headful), and the computer
         API's screen of it, within the session's start deadline."""
+        if not options.headless:
+            hosted.x_screen = launch.screen_for(options.viewport, kiosk=options.kiosk)
+            options = replace(options, screen=hosted.x_screen)
         if hosted.box is None and not options.headless:
-            screen = launch.screen_for(options.viewport, kiosk=options.kiosk)
-            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=screen)
+            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=hosted.x_screen)
             (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
             options = replace(options, display=display)
         hosted.options = options
@@ -593,8 +596,9 @@ class BrowserHostServer:
         size, with its tabs, cookies and localStorage."""
         viewport = (int(body["width"]), int(body["height"]))
         with hosted.recording_lock:  # no recording starts meanwhile
-            if hosted.browser is None or hosted.stopping or hosted.restarting:
-                return 404, {"code": "not_found", "message": "No such browser on this host."}
+            refused = self._not_changeable(hosted)
+            if refused:
+                return refused
             if any(not recording.finished.is_set() for recording in hosted.recordings.values()):
                 return 409, {"code": "replay_in_progress", "message": "The session is being recorded, at the size "
                              "it had: stop the recording first."}
@@ -620,17 +624,28 @@ class BrowserHostServer:
             return self._restart(hosted, viewport, float(body.get("start_seconds") or DEFAULT_START_SECONDS))
 
     @staticmethod
+    def _not_changeable(hosted):
+        """(status, answer) refusing a change to a browser that is not running as it is: ended or ending (404), or
+        starting, or starting again for a new viewport (409 browser_restarting: worth retrying); else None."""
+        if hosted.stopping:
+            return 404, {"code": "not_found", "message": "No such browser on this host."}
+        if hosted.starting or hosted.restarting or hosted.browser is None:
+            return 409, {"code": "browser_restarting", "message": "The browser is starting (again); retry once it "
+                         "runs."}
+        return None
+
+    @staticmethod
     def _screen_holds(hosted, viewport):
-        """Whether the session's X display (a headful one's) is large enough for a window of `viewport` (the screen
-        a start of that size would have fits in it). A kiosk's window fills its screen: any other size needs
-        another."""
+        """Whether the session's X screen (a headful one's, as Xvfb started it) is large enough for a window of
+        `viewport` (the screen a start of that size would have fits in it). A kiosk's window fills its screen: any
+        other size needs another."""
         options = hosted.options
         if not launch.headful(options):
             return True
         if launch.kiosk(options):
             return False
-        wanted, screen = launch.screen_for(viewport), launch.screen_for(options.viewport)
-        return wanted[0] <= screen[0] and wanted[1] <= screen[1]
+        wanted, screen = launch.screen_for(viewport), hosted.x_screen
+        return screen is not None and wanted[0] <= screen[0] and wanted[1] <= screen[1]
 
     @staticmethod
     def _sized(hosted, viewport):
@@ -699,8 +714,9 @@ class BrowserHostServer:
         """(status, answer) for POST /sessions/{id}/profile: {"profile_state"} given to the running browser (its
         origins are read back at the end, as a profile given at the start)."""
         with self.lock:
-            if hosted.browser is None or hosted.stopping or hosted.restarting:
-                return 404, {"code": "not_found", "message": "No such browser on this host."}
+            refused = self._not_changeable(hosted)
+            if refused:
+                return refused
             if hosted.profile_given:
                 return 409, {"code": "profile_already_loaded", "message": "The browser has been given a profile "
                              "already; it cannot take another."}

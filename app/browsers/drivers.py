@@ -291,10 +291,15 @@ class HostDriver:
             raise _not_changed(session, error, "given the profile") from None
 
 
+# Retry-After of a change refused while the session's browser starts (again).
+RESTART_RETRY_SECONDS = 2
+
+
 def _not_changed(session, error, done):
     """What a client is told of a running browser that could not be `done` (a host's refusal in its own words)."""
-    if error.status == 409:
-        return conflict(error.code or "conflict", error.public_message)
+    if error.status == 409:  # a browser starting again takes the change once it runs
+        return conflict(error.code or "conflict", error.public_message,
+                        retry_after=RESTART_RETRY_SECONDS if error.code == "browser_restarting" else None)
     if error.status == 404:
         return not_found(f"Browser session {session.id!r} has no running browser.", code="browser_not_found")
     logger.warning("browser host could not change session %s: %s", session.id, error)

@@ -9,6 +9,7 @@ import pytest
 from browserhost import launch, sandbox
 from browserhost.cdp import CdpClient
 from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
+from browserhost.server import Hosted
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, navigate, needs_chromium, open_page
 from tests.browserhost.test_sandbox import can_sandbox
 
@@ -99,6 +100,9 @@ def test_a_headful_browser_shrinks_on_its_screen_and_grows_past_it_only_by_start
     with CdpClient(hosted.browser.devtools) as cdp:  # a tab in the background takes it once in front
         cdp.call("Target.activateTarget", {"targetId": first["targetId"]})
     assert page_sizes(hosted) == [[1024, 768]] * 2
+    # Its screen is still the one it started on: back to 1920x1080 needs no restart.
+    assert host.resize(hosted, {"width": 1920, "height": 1080}) == (200, {"restarted": False})
+    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
 
     # 1920x1200 does not fit on the screen a 1920x1080 session has.
     status, refused = host.resize(hosted, {"width": 1920, "height": 1200})
@@ -177,3 +181,14 @@ def test_a_browser_takes_one_profile_while_it_runs_even_two_at_once(host, monkey
         loading.join(10)
     assert second[0] == 409 and second[1]["code"] == "profile_already_loaded"
     assert first["answer"][0] == 200
+
+
+def test_a_browser_starting_or_starting_again_takes_a_change_once_it_runs(host, tmp_path):
+    """A change sent meanwhile is worth sending again (it was a 404, no such browser; a forced resize of a starting
+    one would have stopped a capture it does not have yet)."""
+    hosted = Hosted("s1", tmp_path / "s1")
+    for answer in (host.resize(hosted, {"width": 1024, "height": 768, "restart": True}),
+                   host.load_profile(hosted, {"profile_state": {}})):
+        assert answer[0] == 409 and answer[1]["code"] == "browser_restarting"
+    hosted.starting, hosted.stopping = False, True
+    assert host.resize(hosted, {"width": 1024, "height": 768})[0] == 404

@@ -169,3 +169,10 @@ def test_a_second_profile_while_the_first_reaches_the_browser_is_refused_and_rea
     assert second.headers["Retry-After"]
     assert first["answer"].status_code == 200 and first["answer"].get_json()["profile"]["name"] == "alice"
     assert [path for _, path, _ in host.requests] == [f"/sessions/{running}/profile"]
+
+
+def test_a_change_while_the_browser_starts_again_is_a_409_worth_retrying(client, host, running):
+    host.reply = (409, {"code": "browser_restarting", "message": "The browser is starting (again)."})
+    answer = client.patch(f"/browsers/{running}", json={"viewport": {"width": 1024, "height": 768}})
+    assert answer.status_code == 409 and answer.get_json()["code"] == "browser_restarting"
+    assert answer.headers["Retry-After"] and "x-should-retry" not in answer.headers
