@@ -107,6 +107,7 @@ class Hosted:
     # A profile given while it runs (POST /sessions/{id}/profile), loading or loaded: one only, or two users'
     # cookies would share a browser whose record names one.
     profile_given: bool = False
+    loaded_storage: dict = field(default_factory=dict)  # origin -> a loaded profile's localStorage entry
     x_screen: tuple | None = None  # a headful browser's X screen (width, height): Xvfb's cannot change
 
 
@@ -461,8 +462,24 @@ class BrowserHostServer:
     def _load_state(self, hosted, state, timeout):
         """A profile's cookies and localStorage into the running browser; its origins are read back at the end."""
         hosted.origins |= {entry["origin"] for entry in state.get("origins") or ()}
+        hosted.loaded_storage.update({storage.web_origin(entry["origin"]): entry
+                                      for entry in state.get("origins") or ()})
         with CdpClient(hosted.browser.devtools, timeout=timeout) as cdp:
-            storage.load_state(cdp, state)
+            skipped = storage.load_state(cdp, state)
+        if skipped:
+            self.note(hosted, f"localStorage of {', '.join(skipped)} not loaded: the browser cannot open "
+                              "(its policies block it); the profile keeps what it had there", level=logging.WARNING)
+
+    def _read_state(self, hosted, cdp):
+        """The browser's cookies and localStorage; an origin it cannot open or read keeps what was loaded for it."""
+        unread = []
+        state = storage.read_state(cdp, extra_origins=hosted.origins, unread=unread)
+        kept = [hosted.loaded_storage[origin] for origin in unread if origin in hosted.loaded_storage]
+        if unread:
+            self.note(hosted, f"localStorage of {', '.join(unread)} not read: the browser cannot open it; the "
+                              "profile keeps what it had there", level=logging.WARNING)
+        state["origins"] += kept
+        return state
 
     def _start_capture(self, hosted):
         hosted.capture = Capture(hosted.browser.devtools, categories=lambda: hosted.categories,
@@ -552,7 +569,7 @@ class BrowserHostServer:
             if save and hosted.browser and hosted.browser.alive:
                 try:
                     with CdpClient(hosted.browser.devtools) as cdp:
-                        state = storage.read_state(cdp, extra_origins=hosted.origins)
+                        state = self._read_state(hosted, cdp)
                 except (CdpError, OSError) as error:
                     logger.warning("reading the profile state of session %s failed: %s", hosted.session_id, error)
             if hosted.browser:
@@ -667,7 +684,7 @@ class BrowserHostServer:
         try:
             with CdpClient(old.devtools, timeout=READ_SECONDS) as cdp:
                 urls = reshape.tabs(cdp, old.devtools.get_json("/json/list"))
-                state = storage.read_state(cdp, extra_origins=hosted.origins)
+                state = self._read_state(hosted, cdp)
         except (CdpError, OSError, ValueError) as error:
             logger.warning("session %s: no restart: its tabs and storage could not be read (%s)", hosted.session_id,
                            error)

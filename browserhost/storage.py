@@ -30,44 +30,58 @@ EMPTY_PAGE = base64.b64encode(b"<!doctype html><title></title>").decode()
 
 
 def load_state(cdp, state):
-    """Put the state's cookies and localStorage into the browser's default context."""
+    """Put the state's cookies and localStorage into the browser's default context. The origins whose localStorage
+    could not be put (one the session's policies keep the browser from opening, URLBlocklist): the others and the
+    session go on."""
     cookies = [_cdp_cookie(cookie) for cookie in state.get("cookies") or ()]
     if cookies:
         _set_cookies(cdp, cookies)
     origins = [entry for entry in state.get("origins") or () if entry.get("localStorage")]
+    skipped = []
     if origins:
         with _origin_tab(cdp) as visit:
             for entry in origins:
-                origin = _web_origin(entry["origin"])
+                origin = web_origin(entry["origin"])
                 if origin is None:
                     log.warning("localStorage of %r not restored: not an http(s) origin", entry["origin"])
                     continue
-                storage_id = visit(origin)
-                for item in entry["localStorage"]:
-                    cdp.call("DOMStorage.setDOMStorageItem",
-                             {"storageId": storage_id, "key": item["name"], "value": item["value"]},
-                             session_id=visit.session_id)
+                try:
+                    storage_id = visit(origin)
+                    for item in entry["localStorage"]:
+                        cdp.call("DOMStorage.setDOMStorageItem",
+                                 {"storageId": storage_id, "key": item["name"], "value": item["value"]},
+                                 session_id=visit.session_id)
+                except CdpError as error:
+                    log.info("localStorage of %s not restored: %s", origin, error)
+                    skipped.append(entry["origin"])
+    return skipped
 
 
-def read_state(cdp, extra_origins=()):
+def read_state(cdp, extra_origins=(), unread=None):
     """The default context's cookies, and localStorage of every open page's origin and of
-    `extra_origins` (origins visited earlier, for instance); origins with nothing stored are left out."""
+    `extra_origins` (origins visited earlier, for instance); origins with nothing stored are left out, and so are
+    origins that could not be opened or read (appended to `unread`: what they had is not known)."""
     cookies = [_stored_cookie(cookie) for cookie in cdp.call("Storage.getCookies")["cookies"]]
     items, failed = {}, []
     for target in _profile_pages(cdp):
-        origin = _web_origin(target["url"])
+        origin = web_origin(target["url"])
         if origin and origin not in items:
             try:
                 items[origin] = _read_open_page(cdp, target["targetId"], origin)
             except CdpError as error:  # a page that went away or hangs: its origin is read below
                 log.info("reading localStorage of %s from its page failed: %s", origin, error)
                 failed.append(origin)
-    wanted = dict.fromkeys([*failed, *map(_web_origin, extra_origins)])
-    unread = [origin for origin in wanted if origin and origin not in items]
-    if unread:
+    wanted = dict.fromkeys([*failed, *map(web_origin, extra_origins)])
+    missing = [origin for origin in wanted if origin and origin not in items]
+    if missing:
         with _origin_tab(cdp) as visit:
-            for origin in unread:
-                items[origin] = _local_storage(cdp, visit.session_id, visit(origin))
+            for origin in missing:
+                try:
+                    items[origin] = _local_storage(cdp, visit.session_id, visit(origin))
+                except CdpError as error:
+                    log.info("localStorage of %s not read: %s", origin, error)
+                    if unread is not None:
+                        unread.append(origin)
     origins = [{"origin": origin, "localStorage": entries} for origin, entries in items.items() if entries]
     return {"cookies": cookies, "origins": origins}
 
@@ -192,7 +206,7 @@ def _origin_tab(cdp):
         finally:
             cdp.off("Target.detachedFromTarget", note_gone)
 
-def _web_origin(url):
+def web_origin(url):
     """scheme://host[:port] of an http(s) URL; None for others (about:, chrome:, data:, opaque)."""
     parts = urlsplit(url or "")
     if parts.scheme not in ("http", "https") or not parts.hostname:

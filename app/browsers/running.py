@@ -42,6 +42,9 @@ def one_change_at_a_time(session_id):
 
 def resize(session, viewport):
     """Give the running browser `viewport` ({width, height, refresh_rate?, force?})."""
+    had = session.options.get("viewport") or {}
+    if (had.get("width"), had.get("height")) == (viewport["width"], viewport["height"]):
+        return  # nothing to change: a recording goes on
     force = bool(viewport.get("force"))
     recording = list(Replay.select().where((Replay.session == session.id) & (Replay.status == Replay.RECORDING)))
     if recording and not force:

@@ -2,8 +2,12 @@
 import threading
 import time
 
+from browserhost import sandbox
+from browserhost.cdp import CdpClient
+from browserhost.launch import Browser, LaunchOptions
 from browserhost.storage import load_state, read_state
-from tests.browserhost.helpers import evaluate, needs_chromium, open_page
+from tests.browserhost.helpers import CHROMIUM, evaluate, needs_chromium, open_page
+from tests.browserhost.test_sandbox import can_sandbox
 
 pytestmark = needs_chromium
 
@@ -82,3 +86,27 @@ def test_local_storage_of_a_page_stuck_on_a_dialog_is_still_read(cdp, site):
 
     assert origins[origin] == [{"name": "before", "value": "the dialog"}]
     cdp.call("Page.handleJavaScriptDialog", {"accept": True}, session_id=session)
+
+
+@can_sandbox
+def test_an_origin_the_policies_keep_the_browser_from_opening_is_skipped_and_named(tmp_path):
+    """URLBlocklist ["*"]: the helper tab cannot open an origin. Its localStorage is not loaded, nor read (unknown,
+    not empty), and the others and the cookies still are: a start with the profile failed (503, retried for ever),
+    and a save at the end lost the whole profile state."""
+    workdir = tmp_path / "sessions" / "s1"
+    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+    try:
+        browser = Browser.start(CHROMIUM, workdir, LaunchOptions(chrome_policy={
+            "URLBlocklist": ["*"], "URLAllowlist": ["127.0.0.1:9/allowed"]}), box=box, timeout=40)
+        try:
+            with CdpClient(browser.devtools) as cdp:
+                skipped = load_state(cdp, {"cookies": [cookie("sid", "s3cret")], "origins": [
+                    {"origin": UNSERVED_ORIGIN, "localStorage": [{"name": "token", "value": "abc"}]}]})
+                unread = []
+                state = read_state(cdp, extra_origins=[UNSERVED_ORIGIN], unread=unread)
+        finally:
+            browser.stop()
+    finally:
+        box.destroy()
+    assert skipped == [UNSERVED_ORIGIN] and unread == [UNSERVED_ORIGIN]
+    assert [c["name"] for c in state["cookies"]] == ["sid"] and state["origins"] == []

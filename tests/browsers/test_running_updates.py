@@ -176,3 +176,12 @@ def test_a_change_while_the_browser_starts_again_is_a_409_worth_retrying(client,
     answer = client.patch(f"/browsers/{running}", json={"viewport": {"width": 1024, "height": 768}})
     assert answer.status_code == 409 and answer.get_json()["code"] == "browser_restarting"
     assert answer.headers["Retry-After"] and "x-should-retry" not in answer.headers
+
+
+def test_the_same_viewport_again_changes_nothing_and_keeps_the_recording(app, client, host, running):
+    with app.app_context(), db.connection_context():
+        Replay.create(session=running, framerate=10, max_duration_seconds=60)
+    again = client.patch(f"/browsers/{running}", json={"viewport": {"width": 1920, "height": 1080, "force": True}})
+    assert again.status_code == 200, again.get_json()
+    assert host.requests == []
+    assert [r["status"] for r in client.get(f"/browsers/{running}/replays").get_json()] == ["recording"]
