@@ -690,6 +690,15 @@ class BrowserHostServer:
                            error)
             with self.lock:
                 hosted.restarting = False
+                exited = not old.alive and not hosted.stopping
+                hosted.stopping = hosted.stopping or exited
+            if exited:  # its watch saw it exit while restarting and left it: it is ours to end
+                try:
+                    self._teardown(hosted, save=False)
+                finally:
+                    self.reports.ended(hosted.session_id, ENDED_BY_BROWSER_EXIT)
+                return 500, {"code": "browser_start_failed", "message": "The browser exited while its tabs were "
+                             "read; the session has ended."}
             return 502, {"code": "browser_unreachable", "message": "The browser's tabs and storage could not be "
                                                                    "read; nothing changed."}
         self.note(hosted, f"Chromium starts again for a viewport of {viewport[0]}x{viewport[1]} "
