@@ -15,10 +15,11 @@ needs_chromium = pytest.mark.skipif(
 
 
 class Site(LocalServer):
-    """Serves a small HTML page at every path on 127.0.0.1, and keeps each request's headers."""
+    """Serves a small HTML page (or `page`) at every path on 127.0.0.1, and keeps each request's headers."""
 
-    def __init__(self):
+    def __init__(self, page=b"<!doctype html><title>site</title><p>hello</p>"):
         super().__init__()
+        self.page = page
         self.headers = []
 
     @property
@@ -27,7 +28,7 @@ class Site(LocalServer):
 
     def get(self, handler):
         self.headers.append(handler.headers)
-        handler.answer(200, b"<!doctype html><title>site</title><p>hello</p>", "text/html")
+        handler.answer(200, self.page, "text/html")
 
 
 def open_page(cdp, url):
@@ -73,6 +74,14 @@ class FakeApp:
         if path == REPORTS:
             return {"results": [{"status": "ok"} for _ in body["reports"]]}
         return {}
+
+
+def unsandboxed_host(tmp_path, monkeypatch):
+    """A host without sandboxes running Chromium, whose browsers are not watched (a watch waits for their exit)."""
+    server = host_server(tmp_path, BROWSER_SANDBOX="off")
+    server.binary = CHROMIUM
+    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    return server
 
 
 def host_server(tmp_path, app=None, **settings):

@@ -34,14 +34,9 @@ SIZE = (1024, 768)
 FIELD, AREA = (400, 115), (100, 200)  # the field's middle, the area's corner
 
 
-class Page(Site):
-    def get(self, handler):
-        handler.answer(200, PAGE, "text/html")
-
-
 @pytest.fixture(scope="module")
 def page_site():
-    site = Page().start()
+    site = Site(PAGE).start()
     yield site
     site.stop()
 

@@ -4,23 +4,14 @@ import pytest
 
 from browserhost.capture import Capture
 from browserhost.cdp import CdpClient
-from tests.browserhost.helpers import CHROMIUM, Site, host_server, needs_chromium
+from tests.browserhost.helpers import needs_chromium, unsandboxed_host
 from tests.waiting import eventually
-
-
-@pytest.fixture
-def site():
-    server = Site().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
 def host(tmp_path, monkeypatch):
     """A host without sandboxes; what it notes in its sessions' logs is in `host.notes`."""
-    server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = CHROMIUM
-    monkeypatch.setattr(server, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
+    server = unsandboxed_host(tmp_path, monkeypatch)
     server.notes = []
     monkeypatch.setattr(server.reports, "logs", lambda session_id, source, process, lines: server.notes.extend(
         line["message"] for line in lines))

@@ -10,23 +10,14 @@ from browserhost import launch, sandbox
 from browserhost.cdp import CdpClient
 from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
 from browserhost.server import Hosted
-from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, navigate, needs_chromium, open_page
+from tests.browserhost.helpers import CHROMIUM, evaluate, navigate, needs_chromium, open_page, unsandboxed_host
 from tests.browserhost.test_sandbox import can_sandbox
-
-
-@pytest.fixture
-def site():
-    server = Site().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
 def host(tmp_path, monkeypatch):
     """A host without sandboxes (its computer API's screen on an X display of its own when headful)."""
-    server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = CHROMIUM
-    monkeypatch.setattr(server, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
+    server = unsandboxed_host(tmp_path, monkeypatch)
     yield server
     for session_id in list(server.hosted):
         server.stop_browser(session_id, save=False, reason=None)

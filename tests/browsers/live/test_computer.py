@@ -35,14 +35,9 @@ for (const type of ["mousedown", "mouseup", "keydown"])
 </script>"""
 
 
-class Page(Site):
-    def get(self, handler):
-        handler.answer(200, PAGE, "text/html")
-
-
 @pytest.fixture(scope="module")
 def page_site():
-    site = Page().start()
+    site = Site(PAGE).start()
     yield site
     site.stop()
 
