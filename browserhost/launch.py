@@ -242,13 +242,17 @@ class Browser:
         browser = cls._launch(binary, workdir, options, timeout, box)
         browser.headful = headful(options)
         browser.own_ui = bool(options.chrome_policy or options.extension_dirs)
-        if options.viewport and not kiosk(options):
-            try:
+        try:
+            if kiosk(options):
+                with CdpClient(browser.devtools, timeout=max(deadline - time.monotonic(), 0.5)) as cdp:
+                    if not reshape.await_kiosk(cdp, options.viewport or DEFAULT_SCREEN):
+                        log.warning("a kiosk window did not take the viewport %s in time", options.viewport)
+            elif options.viewport:
                 browser.fit(options.viewport, timeout=max(deadline - time.monotonic(), 0.5))
-            except Exception as error:
-                browser.stop(grace=0)
-                failed = StartTimedOut if time.monotonic() > deadline else LaunchError
-                raise failed(f"sizing the browser's window failed: {error}") from error
+        except Exception as error:
+            browser.stop(grace=0)
+            failed = StartTimedOut if time.monotonic() > deadline else LaunchError
+            raise failed(f"sizing the browser's window failed: {error}") from error
         if box is not None:
             box.bound_cpu()
         return browser

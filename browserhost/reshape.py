@@ -116,6 +116,24 @@ def reopen(cdp, urls, timeout=10.0):
         time.sleep(POLL_SECONDS)
 
 
+def await_kiosk(cdp, viewport, timeout=2.0):
+    """Wait until a kiosk's first window has the viewport's size. Its full-screen window takes the size Chromium
+    guesses (the whole screen) before the one it keeps (a pixel less: the viewport); which X event comes last varies
+    on a busy machine, and a client must not find the page a pixel too large. False when it did not in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for target in _pages(cdp):
+            try:
+                bounds = cdp.call("Browser.getWindowForTarget", {"targetId": target["targetId"]})["bounds"]
+            except CdpError:
+                continue
+            if (bounds.get("width"), bounds.get("height")) == tuple(viewport):
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+
+
 def _pages(cdp):
     return [target for target in cdp.call("Target.getTargets")["targetInfos"] if target["type"] == "page"]
 

@@ -479,7 +479,7 @@ def test_the_docs_examples_of_computer_use_replays_and_the_live_view_run_as_writ
     markdown = (Path(__file__).resolve().parents[3] / "docs" / "browsers.md").read_text()
     blocks = [code for language, code in examples("Sessions (`/browsers`)", markdown)
               if language == "python" and re.search(r"\.computer\.|\.replays\.|browser_live_view_url", code)]
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for code in blocks:
         given = "import kernel\nclient = kernel.Kernel()\n"
         if "browser = " not in code:
