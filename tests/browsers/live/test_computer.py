@@ -197,17 +197,18 @@ def test_a_session_stays_active_while_its_computer_types_past_its_timeout(sdk, p
 def test_a_type_the_sdk_sends_again_after_giving_up_waiting_is_typed_once(lantern, page_site):
     """The SDK gives up on a call after its timeout and sends it again (x-stainless-retry-count): the host answers the
     second send from the first, still typing, instead of typing the text twice."""
-    sdk = lantern.client().with_options(timeout=2, max_retries=1)
-    created = sdk.browsers.create(headless=True)
+    sdk = lantern.client().with_options(timeout=1.5, max_retries=1)  # gives up for good after about 3.5 s
+    created = lantern.client().browsers.create(headless=True)  # a start may take longer than 1.5 s
     with sync_playwright() as playwright:
         browser = playwright.chromium.connect_over_cdp(created.cdp_ws_url)
         page = browser.contexts[0].pages[0]
         page.goto(f"{page_site.url}/")
-        sdk.browsers.computer.click_mouse(created.session_id, x=250, y=215)
-        text = "typed once, however many times the SDK sends it"  # about 5 s at a person's pace
+        lantern.client().browsers.computer.click_mouse(created.session_id, x=250, y=215)
+        # 6.5 s at the fastest person's pace (lantern_wire/keyboard.py), well past the SDK's second wait
+        text = "typed once, however many times the SDK sends it, since the host answers a resend from the first send"
         with pytest.raises(kernel.APITimeoutError):
             sdk.browsers.computer.type_text(created.session_id, text=text, extra_body={"smooth": True})
-        expect(page.locator("#i")).to_have_value(text, timeout=20_000)
+        expect(page.locator("#i")).to_have_value(text, timeout=30_000)
         time.sleep(3)  # a second typing would have begun by now
         assert page.input_value("#i") == text
         browser.close()
