@@ -1,0 +1,232 @@
+"""The host's control API, as both sides speak it: what the app sends a browser host and what the host answers,
+with the paths. The app calls it with app/browsers/host_client.py; the host routes it in browserhost/control.py.
+Every call carries the key derived from the host's credential (lantern_wire.hosts.control_key).
+
+Shapes are pydantic models (frozen, unknown fields refused): one class checks a body on the host, builds it in the
+app, and writes and reads its JSON; a refusal names the field. Defaults live here, once.
+
+    POST   /sessions                             StartRequest -> StartAnswer (201); within start_seconds, else 503
+                                                 browser_host_busy (the machine is too busy)
+    DELETE /sessions/{id}?save_state=1           -> StopAnswer: the profile's state when asked
+    GET    /sessions/{id}/json/version|json/list Chromium's own answers, for the app's /cdp/json routes
+    GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
+    GET    /sessions/{id}/endpoint               -> lantern_wire.devtools.DevTools JSON: for workers on the host's machine
+    POST   /sessions/{id}/clients                ClientChange -> ClientsAnswer: such a worker's CDP client came or left
+    POST   /sessions/{id}/computer               ComputerRequest -> ComputerAnswer, or the failed action's index and why
+    POST   /sessions/{id}/replays                ReplayStart -> ReplayStarted (201)
+    POST   /sessions/{id}/replays/{replay}/stop  -> ReplayStopped, once the app has the recording (or was offered it)
+    PUT    /sessions/{id}/categories             Categories -> CategoriesAnswer
+    PUT    /sessions/{id}/viewport               ViewportChange -> ViewportChanged (409 viewport_needs_restart when the
+                                                 screen cannot hold it and `restart` is false)
+    POST   /sessions/{id}/profile                ProfileLoad -> ProfileLoaded
+    GET    /health                               -> Health
+
+A refusal is {"code", "message"} (HostRefusal) with the HTTP status saying what kind; a failed computer action adds
+its "index".
+
+Telemetry categories carry a revision (the session's count of telemetry changes, kept by the app): a host keeps the
+newest revision it has seen (Categories.newest), whichever of the start, a PUT or a heartbeat's answer brings it,
+so an answer read before a change was committed cannot undo it.
+"""
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_serializer
+
+SESSIONS = "/sessions"
+SESSION = "/sessions/{session_id}"
+SESSION_JSON_VERSION = "/sessions/{session_id}/json/version"
+SESSION_JSON_LIST = "/sessions/{session_id}/json/list"
+SESSION_CDP = "/sessions/{session_id}/cdp"
+SESSION_ENDPOINT = "/sessions/{session_id}/endpoint"
+SESSION_CLIENTS = "/sessions/{session_id}/clients"
+SESSION_COMPUTER = "/sessions/{session_id}/computer"
+SESSION_REPLAYS = "/sessions/{session_id}/replays"
+SESSION_REPLAY_STOP = "/sessions/{session_id}/replays/{replay_id}/stop"
+SESSION_CATEGORIES = "/sessions/{session_id}/categories"
+SESSION_VIEWPORT = "/sessions/{session_id}/viewport"
+SESSION_PROFILE = "/sessions/{session_id}/profile"
+HEALTH = "/health"
+# DELETE SESSION's query: 1 to have the profile's state back.
+SAVE_STATE = "save_state"
+
+# A start's deadline when the caller does not give one (the app sends its BROWSER_HOST_START_SECONDS).
+DEFAULT_START_SECONDS = 30.0
+HEADLESS_MEMORY = ("1GiB", "2GiB", "4GiB")
+HEADFUL_MEMORY = ("8GiB", "16GiB")
+
+Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+CategoryName = Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_json(self):
+        """The body as JSON bytes (what the other side's model_validate_json reads)."""
+        return self.model_dump_json().encode()
+
+
+class Viewport(Shape):
+    width: int = Field(ge=1, le=16384)
+    height: int = Field(ge=1, le=16384)
+    refresh_rate: int | None = None  # the record's; a host's screens have none to set
+
+    @property
+    def size(self):
+        return self.width, self.height
+
+
+# What a session's page measures when its create named no viewport (the record shows the same).
+DEFAULT_VIEWPORT = Viewport(width=1920, height=1080, refresh_rate=25)
+
+
+class Location(Shape):
+    timezone: str | None = None  # IANA name, such as "Asia/Tokyo"
+    locale: str | None = None  # BCP 47, such as "fr-FR"
+
+
+class ExtensionArchive(Shape):
+    """An extension as it travels today: its zip archive, base64 (validated at upload)."""
+
+    id: Id
+    zip: str
+
+
+class BrowserSpec(Shape):
+    """What a browser needs: the create request's settings as a host launches from them."""
+
+    headless: bool = True
+    stealth: bool = False
+    memory: Literal[HEADLESS_MEMORY + HEADFUL_MEMORY] | None = None  # None: default_memory(headless)
+    viewport: Viewport = DEFAULT_VIEWPORT
+    location: Location = Location()
+    start_url: str | None = None
+    kiosk_mode: bool = False
+    chrome_policy: dict[str, Any] | None = None
+    allowed_hosts: list[str] | None = None  # None: no restriction
+    extensions: list[ExtensionArchive] = []
+
+    @property
+    def memory_mb(self):
+        """The sandbox's memory cap, in MiB."""
+        return int((self.memory or default_memory(self.headless)).removesuffix("GiB")) * 1024
+
+
+def default_memory(headless):
+    """A session's memory when its create did not say."""
+    return HEADLESS_MEMORY[0] if headless else HEADFUL_MEMORY[0]
+
+
+class Categories(Shape):
+    """The telemetry categories a session's capture produces, at the app's revision of them."""
+
+    revision: int = Field(default=0, ge=0)
+    names: frozenset[CategoryName] = frozenset()
+
+    @field_serializer("names")
+    def _sorted(self, names):
+        return sorted(names)
+
+    def newest(self, other):
+        """Whichever of the two the app decided last (this one on a tie: the same revision says the same)."""
+        return other if other.revision > self.revision else self
+
+
+class StartRequest(Shape):
+    session_id: Id
+    spec: BrowserSpec = BrowserSpec()
+    profile_state: dict[str, Any] | None = None  # cookies and localStorage (app/profiles' shape)
+    categories: Categories = Categories()
+    start_seconds: float = Field(default=DEFAULT_START_SECONDS, gt=0)
+
+
+class StartAnswer(Shape):
+    pid: int
+    browser_path: str
+
+
+class StopAnswer(Shape):
+    profile_state: dict[str, Any] | None = None
+
+
+class ComputerRequest(Shape):
+    actions: list[dict[str, Any]]  # checked by the app's computer schemas; run by browserhost/computer.py
+    resend: bool = False  # the SDK sent the call again: a host answers what the first send did
+
+
+class ComputerAnswer(Shape):
+    results: list[Any]
+
+
+class ReplayStart(Shape):
+    replay_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]{1,64}$")]
+    framerate: int = Field(ge=1, le=240)
+    max_seconds: int = Field(ge=1)
+    max_bytes: int = Field(ge=1)
+
+
+class ReplayStarted(Shape):
+    started_at: float  # Unix seconds
+
+
+class ReplayStopped(Shape):
+    handed_on: bool
+
+
+class ViewportChange(Shape):
+    width: int = Field(ge=1, le=16384)
+    height: int = Field(ge=1, le=16384)
+    restart: bool = False  # Chromium may start again when its screen cannot hold the size
+    start_seconds: float = Field(default=DEFAULT_START_SECONDS, gt=0)
+
+    @property
+    def size(self):
+        return self.width, self.height
+
+
+class ViewportChanged(Shape):
+    restarted: bool
+
+
+class ProfileLoad(Shape):
+    profile_state: dict[str, Any] = {}
+
+
+class ProfileLoaded(Shape):
+    cookies: int
+    origins: int
+
+
+class ClientChange(Shape):
+    """A worker on the host's machine relays a CDP client straight to Chromium: it came (1) or left (-1)."""
+
+    delta: Literal[1, -1]
+    connection_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    worker_pid: int | None = None
+
+
+class ClientsAnswer(Shape):
+    clients: int
+
+
+class CategoriesAnswer(Shape):
+    categories: list[str]
+
+
+class Health(Shape):
+    name: str | None
+    capacity: int
+    sessions: list[str]
+
+
+class HostRefusal(Shape):
+    """What a host answers when it does not do what was asked (with a 4xx or 5xx)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)  # a failed computer action adds its index
+    code: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+    message: str
+
+
+def path(template, **values):
+    """A route's path with its values (template: one of the constants above)."""
+    return template.format(**values)
