@@ -75,12 +75,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 
+# The package alone is a browser host's install (what deploy/install-browser-host puts on a host machine); the
+# `server` extra adds the app's dependencies, so this venv runs both (make run starts one of each).
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -c constraints.txt -e .
+	$(PIP) -c constraints.txt -e '.[server]'
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -c constraints.txt -e '.[test]'
+	$(PIP) -c constraints.txt -e '.[server,test]'
 	touch $@ $(VENV)/.installed
 
 # constraints.txt anew from this .venv (after the suite passed on what it holds).
@@ -95,7 +97,7 @@ UPGRADE_VENV ?= /tmp/lantern-upgrade-check
 upgrade-check:
 	rm -rf $(UPGRADE_VENV) && $(PYTHON) -m venv $(UPGRADE_VENV)
 	$(UPGRADE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(UPGRADE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade -e '.[test]'
+	$(UPGRADE_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade -e '.[server,test]'
 	@$(UPGRADE_VENV)/bin/python -m pip freeze --exclude-editable | diff <(grep -v -e '^#' -e '^ruff==' constraints.txt) - \
 		&& echo "Nothing newer is allowed." || echo "(< tested, > newest allowed)"
 	$(UPGRADE_VENV)/bin/pytest $(PYTEST_ARGS)

@@ -9,25 +9,19 @@ import subprocess
 import sys
 
 import pytest
+from packaging.utils import canonicalize_name
 
+from tests.deploy.conftest import CREDENTIAL, EXAMPLE
+from tests.deploy.host_requirements import names, setup_cfg_requirements, with_dependencies
 from tests.live_server import ROOT
 
 DOCS = (ROOT / "docs" / "operations.md").read_text()
-EXAMPLE = ["--app-url", "http://10.0.0.5:8000", "--bind", "10.0.0.12:8790", "--advertise", "http://10.0.0.12:8790"]
-CREDENTIAL = "lbh_example-credential"
 UNIT = "etc/systemd/system/lantern-browser-host.service"
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("host-machine")
-    checkout = root / "srv" / "lantern"
-    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "instance", "__pycache__", "build", "*.egg-info", ".pytest_cache", "tests", "bench"))
-    result = subprocess.run([checkout / "deploy" / "install-browser-host", "--root", root, *EXAMPLE],
-                            input=CREDENTIAL + "\n", capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return root, result.stdout
+@pytest.fixture
+def installed(host_machine):
+    return host_machine.root, host_machine.output
 
 
 def docs_block(language, after):
@@ -65,8 +59,10 @@ def test_the_host_installed_runs_without_the_apps_dependencies(installed):
     venv = root / "srv" / "lantern" / ".venv"
     packages = subprocess.run([venv / "bin" / "python", "-m", "pip", "list", "--format=freeze"],
                               capture_output=True, text=True, timeout=60, check=True).stdout
-    names = {line.split("==")[0].lower() for line in packages.split()}
-    assert {"lantern", "websocket-client"} <= names and not names & {"flask", "peewee", "psycopg", "gevent"}, names
+    installed = {canonicalize_name(line.split("==")[0]) for line in packages.split()} - {"pip", "setuptools"}
+    # The package and what setup.cfg's install_requires pull in, nothing else: no package of the app's extra.
+    assert installed == {"lantern", *with_dependencies(setup_cfg_requirements())}, installed
+    assert not installed & names(setup_cfg_requirements("server")) and "flask" not in installed
     # Its --help imports the whole host (browserhost.server and what it uses).
     helped = subprocess.run([venv / "bin" / "lantern-browser-host", "--help"], capture_output=True, text=True,
                             timeout=60, cwd=root)
