@@ -18,11 +18,12 @@ import io
 import logging
 import threading
 import time
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.uplink import AppUnreachable, Refused
 from lantern_wire.hosts import REPLAYS
+from lantern_wire.reports import MAX_UPLOAD_ERROR, ReplayUpload
 
 logger = logging.getLogger(__name__)
 CHUNK = 256 * 1024
@@ -206,44 +207,40 @@ class ScreencastRecording(Recording):
         pass  # the feeder sees _stopping and closes ffmpeg's input, which ends it
 
 
-def send(client, recording, *, give_up_after, sleep=time.sleep):
+def send(client, recording, *, give_up_after):
     """Send an ended recording to the app (`client`: uplink.AppClient): its video, or why there is none.
     (what the app made of it: "saved", "failed" or None when it could not be told; the error it was told or None).
 
-    Only what can succeed later is tried again: no answer, or a 5xx, for `give_up_after` seconds. An upload the
-    app or a proxy refuses (a 413 past a proxy's body limit) will be refused again: its refusal is sent at once
-    as the recording's error, so the replay says `failed` and why within seconds, not once the app gives up.
+    Only what can succeed later is tried again (the client's retry policy): no answer, or a 5xx, for `give_up_after`
+    seconds. An upload the app or a proxy refuses (a 413 past a proxy's body limit) will be refused again: its
+    refusal is sent at once as the recording's error, so the replay says `failed` and why within seconds, not once
+    the app gives up.
     """
+    deadline = time.monotonic() + give_up_after
     error = recording.error
-    backoff, deadline = 0.5, time.monotonic() + give_up_after
-    while True:
+    if not error:
         try:
-            return _put(client, recording, error), error
+            return _put(client, recording, None, give_up_after), None
         except Refused as refusal:
-            if error:  # even its failure is refused (the credential, the replay gone): nothing more to say
-                logger.error("the app refused recording %s's failure: %s", recording.replay_id, refusal)
-                return None, error
             logger.error("the app refused recording %s: %s", recording.replay_id, refusal)
             error = f"the upload of its video was refused ({refusal})"
         except AppUnreachable as unreachable:
-            if time.monotonic() > deadline:
-                logger.error("recording %s is given up: the app did not take it (%s)", recording.replay_id,
-                             unreachable)
-                if error:
-                    return None, error
-                error = f"its video could not be uploaded for {give_up_after} s ({unreachable})"
-                deadline = time.monotonic()  # one try to say so, with no body to hold it up
-            else:
-                sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+            logger.error("recording %s is given up: the app did not take it (%s)", recording.replay_id, unreachable)
+            error = f"its video could not be uploaded for {give_up_after} s ({unreachable})"
+    try:  # with no body to hold it up; once at least, for the time left
+        return _put(client, recording, error, max(0.0, deadline - time.monotonic())), error
+    except (Refused, AppUnreachable) as failure:  # (the credential, the replay gone, the app away)
+        logger.error("the app was not told recording %s failed: %s", recording.replay_id, failure)
+        return None, error
 
 
-def _put(client, recording, error):
-    query = f"started_at={recording.started_at:.6f}&finished_at={recording.finished_at:.6f}"
+def _put(client, recording, error, patience):
+    upload = ReplayUpload(started_at=recording.started_at, finished_at=recording.finished_at,
+                          error=error and error[:MAX_UPLOAD_ERROR])
+    path = f"{REPLAYS}/{recording.replay_id}?{urlencode(upload.query())}"
     if error:
-        answer = client.put_file(f"{REPLAYS}/{recording.replay_id}?{query}&error={quote(error[:500])}", io.BytesIO(),
-                                 "video/mp4")
+        answer = client.put_file(path, io.BytesIO(), "video/mp4", patience=patience)
     else:
         with open(recording.path, "rb") as video:
-            answer = client.put_file(f"{REPLAYS}/{recording.replay_id}?{query}", video, "video/mp4")
+            answer = client.put_file(path, video, "video/mp4", patience=patience)
     return (answer or {}).get("status")

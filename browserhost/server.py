@@ -51,6 +51,7 @@ from lantern_wire.hosts import (
     STOPPED,
     control_key,
 )
+from lantern_wire.reports import Heartbeat, HeartbeatAnswer, InvalidShape, Registered, Registration, parse
 
 logger = logging.getLogger(__name__)
 # The supervisor_process names of a session's logs: Chromium's own output, and this host's lines about it.
@@ -255,28 +256,26 @@ class BrowserHostServer:
         """Tell the app where this host is and what it takes, trying until the app answers (it may start after
         the host); the app ends what it still gives this host (its previous run's). False: refused."""
         reason = self.unavailable_reason()
-        body = {"address": self.advertise, "capacity": 0 if reason else self.capacity, "headful": self.headful,
-                "unavailable_reason": reason and reason[:MAX_UNAVAILABLE_REASON]}
-        backoff, started, warned = 0.5, time.monotonic(), False
-        while not self.shutting_down:
+        registration = Registration(address=self.advertise, capacity=0 if reason else self.capacity,
+                                    headful=self.headful, unavailable_reason=reason and reason[:MAX_UNAVAILABLE_REASON])
+        started, warned = time.monotonic(), False
+        while not self.shutting_down:  # each call waits and tries again itself (uplink.RETRY) for a while
             try:
-                answer = self.client.post(REGISTER, body)
+                answer = parse(Registered, self.client.post(REGISTER, registration.to_dict()))
             except AppUnreachable as error:
-                if backoff == 0.5:  # the app may be starting beside it (make run)
-                    logger.info("waiting for the app at %s (%s)", self.settings["APP_URL"], error)
-                elif time.monotonic() - started > 10 and not warned:
+                if not warned and time.monotonic() - started > 10:
                     logger.warning("the app at %s has not answered for 10 s (%s); still trying (LANTERN_APP_URL)",
                                    self.settings["APP_URL"], error)
                     warned = True
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                elif not warned:  # the app may be starting beside it (make run)
+                    logger.info("waiting for the app at %s (%s)", self.settings["APP_URL"], error)
                 continue
-            except Refused as error:
+            except (Refused, InvalidShape) as error:
                 logger.error("the app refused this host's registration (%s): is LANTERN_BROWSER_HOST_CREDENTIAL the "
-                             "one `flask browsers hosts add NAME` printed?", error)
+                             "one `flask browsers hosts add NAME` printed, and LANTERN_APP_URL the app's?", error)
                 self.exit_status = CREDENTIAL_REFUSED
                 return False
-            self.name, self.heartbeat_seconds = answer["name"], float(answer["heartbeat_seconds"])
+            self.name, self.heartbeat_seconds = answer.name, answer.heartbeat_seconds
             return True
         return False
 
@@ -315,14 +314,15 @@ class BrowserHostServer:
         session's telemetry categories."""
         running = [h for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
         puts = {h.session_id: h.categories_put for h in running}
-        answer = self.client.post(HEARTBEAT, {"sessions": [h.session_id for h in running],
-                                              "active": [h.session_id for h in running if h.connections]})
+        beat = Heartbeat(sessions=[h.session_id for h in running],
+                         active=[h.session_id for h in running if h.connections])
+        answer = parse(HeartbeatAnswer, self.client.post(HEARTBEAT, beat.to_dict()))
         for hosted in running:
             # The app PUTs a change once it is committed: an answer read before that, arriving after the PUT,
             # would turn the change back until the next beat.
-            if hosted.session_id in answer["categories"] and hosted.categories_put == puts[hosted.session_id]:
-                hosted.categories = frozenset(answer["categories"][hosted.session_id])
-        for session_id in answer["stop"]:
+            if hosted.session_id in answer.categories and hosted.categories_put == puts[hosted.session_id]:
+                hosted.categories = frozenset(answer.categories[hosted.session_id])
+        for session_id in answer.stop:
             logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
             threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
                              daemon=True).start()

@@ -1,29 +1,72 @@
-"""This host's side of the app's internal API (lantern_wire/hosts.py): `AppClient` calls it, `Reports` sends
-what the host's browsers report, in order, in batches, through whatever outage of the app.
+"""This host's side of the app's internal API (lantern_wire/hosts.py, lantern_wire/reports.py): `AppClient` is its
+one client of the app (registration, heart-beats, reports, recordings' uploads, extensions' downloads), and
+`Reports` sends what the host's browsers report, in order, in batches, through whatever outage of the app.
+
+Every call goes through one urllib3 pool (kept-alive connections) with one retry policy (`RETRY`): no answer, or a
+5xx, is tried again with a backoff doubling up to 2 s, for as long as the caller can wait (`patience`); a 4xx is
+not (the same request will not do better). Every call of the internal API may be repeated: the app applies a
+report's batch once, and an upload of a recording saved already is answered as saved.
 
 Reports (telemetry, log lines, activity, a session's end) are queued in the order they happen and sent
 by one thread, as many at once as have gathered while the previous request was out: nothing waits for
 the app but that thread. A report leaves the queue only once the app answered it (it answers after its
-commit); when the app cannot be reached, or answers 5xx, the same reports go again after a pause that
-doubles up to MAX_BACKOFF_SECONDS, and the app applies a telemetry or log report's batch once. Past
-`limit` queued events and lines, new telemetry and log reports are dropped; the session's next telemetry
-report tells the app how many events it lost (the session's telemetry_dropped counts them).
+commit). Past `limit` queued events and lines, new telemetry and log reports are dropped; the session's next
+telemetry report tells the app how many events it lost (the session's telemetry_dropped counts them).
 """
 import collections
-import http.client
 import json
 import logging
+import os
 import threading
 import time
 from urllib.parse import urlsplit
 
+import urllib3
+from urllib3.exceptions import HTTPError
+from urllib3.util import Retry
+
 from lantern_wire.hosts import MAX_REPORT_ITEMS, MAX_REPORT_LINES, REPORTS
+from lantern_wire.reports import (
+    ActivityReport,
+    EndedReport,
+    InvalidShape,
+    LogsReport,
+    ReportResults,
+    TelemetryReport,
+    parse,
+)
 
 logger = logging.getLogger(__name__)
-MAX_BACKOFF_SECONDS = 2.0
+# How long a call tries by default before it says the app is unreachable (a caller that can wait longer, an upload,
+# says so; one that cannot, a heartbeat, is tried again at its next beat).
+PATIENCE_SECONDS = 5.0
+CONNECT_SECONDS = 5.0
+CHUNK = 256 * 1024
+# Connections kept alive to the app: the reports' sender, the heartbeat, registration, uploads and downloads.
+POOL_SIZE = 8
 # Events and lines per request (lantern_wire.hosts.MAX_REPORT_ITEMS): usually a few hundred kilobytes, answered
 # within tens of milliseconds. A request the app finds too large (413: network events carry bodies) is sent again
 # as its first half.
+
+
+class Patience(Retry):
+    """urllib3's Retry given up at a `deadline` (time.monotonic()) rather than after a count, and never before a
+    second try (at once: a kept-alive connection the app closed meanwhile is replaced)."""
+
+    def __init__(self, *args, deadline=0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def new(self, **kwargs):
+        return super().new(**{"deadline": self.deadline, **kwargs})
+
+    def is_exhausted(self):
+        return super().is_exhausted() or (len(self.history) > 1 and time.monotonic() >= self.deadline)
+
+
+# Any method (each may be repeated), every 5xx; no redirect followed; a Retry-After is not waited for (a deadline is).
+RETRY = Patience(total=None, backoff_factor=0.25, backoff_max=2.0, status_forcelist=range(500, 600),
+                 allowed_methods=None, redirect=False, raise_on_status=False, respect_retry_after_header=False)
 
 
 class AppUnreachable(Exception):
@@ -39,65 +82,72 @@ class Refused(Exception):
 
 
 class AppClient:
-    """POSTs of JSON to the app with this host's credential, on one kept-alive connection per thread."""
+    """Calls of the app's internal API with this host's credential, from any thread, on kept-alive connections."""
 
-    def __init__(self, app_url, credential, timeout=30.0):
+    def __init__(self, app_url, credential, timeout=30.0, *, patience=PATIENCE_SECONDS, retry=RETRY):
         parts = urlsplit(app_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"APP_URL must be an http(s) URL, not {app_url!r}")
-        self._connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._netloc, self._base = parts.netloc, parts.path
+        self._base = parts.path
         self.credential = credential
+        self.patience, self.retry = patience, retry
         self._headers = {"Authorization": f"Bearer {credential}"}
-        self._timeout = timeout
-        self._local = threading.local()
+        self._pool = urllib3.connection_from_url(
+            app_url, maxsize=POOL_SIZE, block=False, retries=retry, blocksize=CHUNK,
+            timeout=urllib3.Timeout(connect=min(CONNECT_SECONDS, timeout), read=timeout))
 
-    def post(self, path, body):
-        """The app's JSON answer; AppUnreachable or Refused. A kept-alive connection the app closed meanwhile (gunicorn
-        closes idle ones after a few seconds) is replaced once: every call of the internal API may be repeated."""
-        return self._request("POST", path, json.dumps(body).encode(), "application/json")
+    def post(self, path, body, *, patience=None):
+        """The app's JSON answer to `body` (JSON-ready: a lantern_wire.reports shape's to_dict()); AppUnreachable
+        once `patience` seconds passed without one, Refused for a 4xx."""
+        return self._answer(self._request("POST", path, json.dumps(body).encode(), "application/json", patience))
 
-    def put_file(self, path, file, content_type):
-        """PUT the whole of an open binary `file` (read from its start) as the body; the app's JSON answer."""
-        return self._request("PUT", path, file, content_type)
+    def put_file(self, path, file, content_type, *, patience=None):
+        """PUT the whole of an open binary `file` (from its start, read as it is sent) as the body; the app's JSON
+        answer. A proxy that refuses it before reading it (nginx's 413) is heard: its answer is Refused."""
+        size = file.seek(0, os.SEEK_END)
+        file.seek(0)
+        return self._answer(self._request("PUT", path, file, content_type, patience, length=size))
 
-    def _request(self, method, path, body, content_type):
-        headers = {**self._headers, "Content-Type": content_type}
-        if hasattr(body, "seek"):
-            headers["Content-Length"] = str(body.seek(0, 2))
-        connection = getattr(self._local, "connection", None)
-        for fresh in ((False, True) if connection is not None else (True,)):
-            if fresh:
-                connection = self._local.connection = self._connection_class(self._netloc, timeout=self._timeout)
-            if hasattr(body, "seek"):
-                body.seek(0)
-            unsent = None
-            try:
-                try:
-                    connection.request(method, self._base + path, body=body, headers=headers)
-                except OSError as error:
-                    if connection.sock is None:  # not connected
-                        raise
-                    # A server that will not read the body (a proxy's 413) answers, then closes: its answer is
-                    # still there to read, and is what went wrong.
-                    unsent = error
-                response = connection.getresponse()
-                answer_data = response.read()
-                if unsent is not None:
-                    connection.close()
-                    self._local.connection = None
-                break
-            except (OSError, http.client.HTTPException) as error:
-                error = unsent or error
-                connection.close()
-                self._local.connection = None
-                if fresh:
-                    raise AppUnreachable(f"{type(error).__name__}: {error}") from None
-        if response.status >= 500 or (unsent is not None and response.status < 400):
-            sent = f" before the whole body went ({unsent})" if unsent else ""
-            raise AppUnreachable(f"HTTP {response.status}{sent}")
+    def download(self, path, into, *, patience=None, limit=None):
+        """Stream the body of GET `path` into the open binary file `into`, a chunk at a time; the bytes written.
+        More than `limit` bytes: ValueError. A download cut short is AppUnreachable (the caller starts it again)."""
+        response = self._request("GET", path, None, None, patience, preload=False)
         try:
-            answer = json.loads(answer_data or b"null")
+            if response.status >= 300:
+                self._answer(response)  # reads its (small) body: AppUnreachable, or Refused
+                raise AppUnreachable(f"HTTP {response.status}")
+            written = 0
+            for chunk in response.stream(CHUNK):
+                written += len(chunk)
+                if limit is not None and written > limit:
+                    raise ValueError(f"{path} is larger than {limit} bytes")
+                into.write(chunk)
+            return written
+        except (HTTPError, OSError) as error:
+            raise AppUnreachable(f"{type(error).__name__}: {error}") from None
+        finally:
+            response.release_conn()
+
+    def _request(self, method, path, body, content_type, patience, *, length=None, preload=True):
+        headers = dict(self._headers)
+        if content_type:
+            headers["Content-Type"] = content_type
+        if length is not None:
+            headers["Content-Length"] = str(length)
+        retries = self.retry.new(deadline=time.monotonic() + (self.patience if patience is None else patience))
+        try:
+            return self._pool.urlopen(method, self._base + path, body=body, headers=headers, retries=retries,
+                                      redirect=False, preload_content=preload)
+        except HTTPError as error:  # MaxRetryError names what failed last
+            reason = getattr(error, "reason", None) or error
+            raise AppUnreachable(f"{type(reason).__name__}: {reason}") from None
+
+    @staticmethod
+    def _answer(response):
+        if response.status >= 500:
+            raise AppUnreachable(f"HTTP {response.status}")
+        try:
+            answer = json.loads(response.data or b"null")
         except ValueError:
             if response.status < 400:
                 raise AppUnreachable(f"HTTP {response.status} with a body that is not JSON") from None
@@ -107,11 +157,8 @@ class AppClient:
         return answer
 
     def close(self):
-        """Close this thread's connection (the others close with their threads)."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
-            self._local.connection = None
+        """Close the kept-alive connections."""
+        self._pool.close()
 
 
 class Reports:
@@ -150,26 +197,24 @@ class Reports:
             if not self._room_for(len(events)):
                 self._lost[session_id] += len(events)
                 return
-            report = {"session_id": session_id, "kind": "telemetry", "events": events}
-            if self._lost[session_id]:
-                report["lost"] = self._lost.pop(session_id)
-            self._put(report, len(events), batched=True)
+            self._put(TelemetryReport(session_id=session_id, batch=self._next_batch(session_id), events=events,
+                                      lost=self._lost.pop(session_id, None)), len(events))
 
     def logs(self, session_id, source, log_name, lines):
         with self._condition:
             for start in range(0, len(lines), MAX_REPORT_LINES):
                 part = lines[start:start + MAX_REPORT_LINES]
                 if self._room_for(len(part)):
-                    self._put({"session_id": session_id, "kind": "logs", "source": source, "log_name": log_name,
-                               "lines": part}, len(part), batched=True)
+                    self._put(LogsReport(session_id=session_id, batch=self._next_batch(session_id), source=source,
+                                         log_name=log_name, lines=part), len(part))
 
     def activity(self, session_id):
         with self._condition:
-            self._put({"session_id": session_id, "kind": "activity"}, 0)
+            self._put(ActivityReport(session_id=session_id), 0)
 
     def ended(self, session_id, reason):
         with self._condition:
-            self._put({"session_id": session_id, "kind": "ended", "reason": reason}, 0)
+            self._put(EndedReport(session_id=session_id, reason=reason), 0)
 
     def forget(self, session_id):
         """The session's browser and capture have stopped: its batch numbers and lost count go (a long-running host
@@ -188,14 +233,16 @@ class Reports:
         self.dropped += items
         return False
 
-    def _put(self, report, items, batched=False):
-        """Queue `report`, which carries `items` events or lines; it counts as one more, as the app counts it."""
+    def _next_batch(self, session_id):
+        self._batches[session_id] += 1
+        return self._batches[session_id]
+
+    def _put(self, report, items):
+        """Queue `report` (a lantern_wire.reports shape), which carries `items` events or lines; it counts as one
+        more, as the app counts it."""
         size = items + 1
-        if batched:
-            self._batches[report["session_id"]] += 1
-            report["batch"] = self._batches[report["session_id"]]
         self._tickets += 1
-        self._queue.append((self._tickets, report, size))
+        self._queue.append((self._tickets, report.to_dict(), size))
         self._queued_size += size
         self._condition.notify_all()
 
@@ -225,7 +272,7 @@ class Reports:
     # -- sending
 
     def _run(self):
-        backoff, away_since, most = 0.0, None, MAX_REPORT_ITEMS
+        away_since, most = None, MAX_REPORT_ITEMS
         while True:
             with self._condition:
                 while not self._queue and not self._stopping:
@@ -238,16 +285,13 @@ class Reports:
                         break
                     taken.append(item)
                     size += item[2]
-            try:
+            try:  # the client waits and tries again (RETRY); past its patience, this loop starts it again
                 answer = self._client.post(REPORTS, {"reports": [report for _, report, _ in taken]})
             except AppUnreachable as error:
-                backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_SECONDS)
                 if away_since is None:  # once per outage
                     away_since = time.monotonic()
-                    logger.warning("the app does not take this host's reports (%s); they wait, sent again every %.0f "
-                                   "s at most", error, MAX_BACKOFF_SECONDS)
-                with self._condition:  # a stop() wakes it
-                    self._condition.wait_for(lambda: self._stopping, timeout=backoff)
+                    logger.warning("the app does not take this host's reports (%s); they wait, and go as soon as it "
+                                   "answers", error)
                 continue
             except Refused as error:
                 if error.status == 413 and len(taken) > 1:
@@ -262,17 +306,26 @@ class Reports:
                     return
                 logger.error("the app refused %s report(s) (%s); they are dropped", len(taken), error)
                 answer = {"results": []}
-            backoff, most = 0.0, MAX_REPORT_ITEMS
+            most = MAX_REPORT_ITEMS
             if away_since is not None:
                 logger.info("the app takes reports again, after %.1f s", time.monotonic() - away_since)
                 away_since = None
-            for (_, report, _), result in zip(taken, answer.get("results", ()), strict=False):
-                if result.get("status") == "refused":
-                    logger.warning("the app refused a %s report of session %s: %s", report["kind"],
-                                   report["session_id"], result.get("message"))
+            self._say_refusals(taken, answer)
             with self._condition:
                 for _ in taken:
                     _, _, done = self._queue.popleft()
                     self._queued_size -= done
                 self._answered = taken[-1][0]
                 self._condition.notify_all()
+
+    @staticmethod
+    def _say_refusals(taken, answer):
+        try:
+            results = parse(ReportResults, answer).results
+        except InvalidShape as invalid:  # answered all the same: the app has committed them
+            logger.error("the app's answer to %s report(s) is not one: %s", len(taken), invalid)
+            return
+        for (_, report, _), result in zip(taken, results, strict=False):
+            if result.status == "refused":
+                logger.warning("the app refused a %s report of session %s: %s", report["kind"], report["session_id"],
+                               result.message)

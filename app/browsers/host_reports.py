@@ -7,10 +7,8 @@ a telemetry or log report carries the session's next batch number, and one appli
 without being applied again, so a host that did not hear an answer sends the batch again safely.
 """
 import logging
-import re
 from datetime import timedelta
 
-import marshmallow as ma
 from flask import current_app
 from peewee import DataError
 
@@ -19,29 +17,29 @@ from app.browsers.models import BrowserHost, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core import clock
 from app.core.db import db
-from app.core.errors import ApiError, bad_request, forbidden
+from app.core.errors import ApiError, forbidden
 from app.core.text import one_line, storable
-from lantern_wire.hosts import (
-    BATCHED_KINDS,
-    ENDED_BY_HOST_RESTART,
-    HOST_END_REASONS,
-    MAX_REPORT_LINES,
-    REPORT_KINDS,
+from lantern_wire.hosts import ENDED_BY_HOST_RESTART
+from lantern_wire.reports import (
+    ActivityReport,
+    HeartbeatAnswer,
+    InvalidShape,
+    LogsReport,
+    Registered,
+    ReportResult,
+    TelemetryReport,
+    parse_report,
 )
 from lantern_wire.telemetry import InvalidEvent, validate_event
 
-MAX_INT64 = 2**63 - 1
-SESSION_ID = re.compile(r"[a-z0-9]{1,64}")  # app.core.ids.new_id's, and room to spare
-
 logger = logging.getLogger(__name__)
 MAX_LOG_LINE = 64 * 1024
-LOG_SOURCES = ("path", "supervisor")
 
 
-def register(host, address, capacity, headful, unavailable_reason):
-    """A host (re)starting: what it can take, at the address it was added with. Whatever the app still gives it
-    died with its previous run (which cleaned up: nothing to ask it)."""
-    address = address.rstrip("/")
+def register(host, registration):
+    """A host (re)starting (a lantern_wire.reports.Registration): what it can take, at the address it was added
+    with. Whatever the app still gives it died with its previous run (which cleaned up: nothing to ask it)."""
+    address = registration.address.rstrip("/")
     if address != host.address:
         added = (f"was added at {host.address}, not {address}: start it with --advertise {host.address}, or give "
                  "it its new address" if host.address else "was added before hosts had addresses: give it one")
@@ -49,12 +47,14 @@ def register(host, address, capacity, headful, unavailable_reason):
                         f"{address}).")
     now = clock.now()
     with db.atomic():
-        BrowserHost.update(address=address, capacity=capacity, headful=headful,
-                           unavailable_reason=unavailable_reason and one_line(unavailable_reason),
+        reason = registration.unavailable_reason
+        BrowserHost.update(address=address, capacity=registration.capacity, headful=registration.headful,
+                           unavailable_reason=reason and one_line(reason),
                            started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
             _end_here(session, ENDED_BY_HOST_RESTART)
-    return {"name": host.name, "heartbeat_seconds": current_app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]}
+    return Registered(name=host.name,
+                      heartbeat_seconds=current_app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]).to_dict()
 
 
 def heartbeat(host, running, active):
@@ -69,9 +69,9 @@ def heartbeat(host, running, active):
     for session_id in set(active) & set(current):
         if current[session_id].is_active:
             lifecycle.touch(current[session_id])
-    return {"stop": sorted(set(running) - set(current)),
-            "categories": {session_id: session_categories(session)
-                           for session_id, session in current.items() if session.is_active}}
+    return HeartbeatAnswer(stop=sorted(set(running) - set(current)),
+                           categories={session_id: session_categories(session)
+                                       for session_id, session in current.items() if session.is_active}).to_dict()
 
 
 def stopped(host):
@@ -80,75 +80,45 @@ def stopped(host):
 
 
 def apply_reports(host, reports):
-    """Each report's result, in order: {"status": "ok", ...}, "ended" (the session has ended: nothing more of
-    it is kept) or "refused" (with a message: not this host's session, or a malformed report)."""
+    """Each report's ReportResult, in order: "ok" (and counts), "ended" (the session has ended: nothing more of it
+    is kept) or "refused" (and why: not this host's session, or a malformed report, refused alone)."""
     return [_apply(host, report) for report in reports]
 
 
-def _apply(host, report):
+def _apply(host, data):
     try:
-        kind, session_id, batch = _checked(report)
-    except ma.ValidationError as error:
-        return {"status": "refused", "message": str(error.messages)}
-    session = BrowserSession.get_or_none(BrowserSession.id == session_id)
+        report = parse_report(data)
+    except InvalidShape as invalid:
+        return ReportResult(status="refused", message=str(invalid))
+    session = BrowserSession.get_or_none(BrowserSession.id == report.session_id)
     if session is None or session.host_id not in (host.id, None) or (session.host_id is None and session.is_active):
-        return {"status": "refused", "message": f"session {session_id} is not run by browser host {host.name}"}
+        return ReportResult(status="refused", message=f"session {report.session_id} is not run by browser host "
+                                                      f"{host.name}")
     if session.host_id is None:  # its host was taken off it (lost): it has ended, whoever ran it
-        return {"status": "ended"}
+        return ReportResult(status="ended")
     try:
-        if kind == "telemetry":
-            events, invalid = _events(report["events"])
-            accepted, dropped, last_seq = telemetry.ingest(session, events, activity=False, batch=batch,
-                                                           lost=(report.get("lost") or 0) + invalid)
-            return {"status": "ok", "accepted": accepted, "dropped": dropped, "last_seq": last_seq}
-        if kind == "logs":
-            lines = [{"message": storable(line["message"][:MAX_LOG_LINE])} for line in report["lines"]]
-            return {"status": "ok", "accepted": logs.ingest(session, report["source"], storable(report["log_name"]),
-                                                            lines, activity=False, batch=batch)}
+        if isinstance(report, TelemetryReport):
+            events, invalid = _events(report.events)
+            accepted, dropped, last_seq = telemetry.ingest(session, events, activity=False, batch=report.batch,
+                                                           lost=(report.lost or 0) + invalid)
+            return ReportResult(status="ok", accepted=accepted, dropped=dropped, last_seq=last_seq)
+        if isinstance(report, LogsReport):
+            lines = [{"message": storable(line.message[:MAX_LOG_LINE])} for line in report.lines]
+            return ReportResult(status="ok", accepted=logs.ingest(session, report.source, storable(report.log_name),
+                                                                  lines, activity=False, batch=report.batch))
         if not session.is_active:
-            return {"status": "ended"}
-        if kind == "activity":
+            return ReportResult(status="ended")
+        if isinstance(report, ActivityReport):
             lifecycle.touch(session)
         else:
-            _end_here(session, report["reason"])
-        return {"status": "ok"}
+            _end_here(session, report.reason)
+        return ReportResult(status="ok")
     except ApiError as error:
         if error.status != 409:
             raise
-        return {"status": "ended"}
+        return ReportResult(status="ended")
     except DataError as error:  # a value the database refuses: this report alone is refused
-        return {"status": "refused", "message": f"the database refused it: {error}"}
-
-
-def _checked(report):
-    """(kind, session id, batch) of a well-formed report; ValidationError naming what is wrong."""
-    if not isinstance(report, dict) or report.get("kind") not in REPORT_KINDS:
-        raise ma.ValidationError(f"kind must be one of {', '.join(REPORT_KINDS)}")
-    kind, session_id, batch = report["kind"], report.get("session_id"), report.get("batch")
-    if not is_session_id(session_id):
-        raise ma.ValidationError("session_id must be a session's id")
-    if kind in BATCHED_KINDS and not (type(batch) is int and 0 < batch <= MAX_INT64):
-        raise ma.ValidationError("batch must be a positive 64-bit integer")
-    if kind == "telemetry" and not (_list_of(report.get("events"), dict)
-                                    and type(report.get("lost", 0)) is int and 0 <= report.get("lost", 0) < 2**31):
-        raise ma.ValidationError(f"a telemetry report has a list of at most {MAX_REPORT_LINES} events (and a count "
-                                 "of lost ones)")
-    if kind == "logs" and not (report.get("source") in LOG_SOURCES and isinstance(report.get("log_name"), str)
-                               and 0 < len(report["log_name"]) <= 255 and _list_of(report.get("lines"), dict)
-                               and all(isinstance(line.get("message"), str) for line in report["lines"])):
-        raise ma.ValidationError(f"a logs report has a source ({', '.join(LOG_SOURCES)}), a log_name and at most "
-                                 f"{MAX_REPORT_LINES} lines of {{message}}")
-    if kind == "ended" and report.get("reason") not in HOST_END_REASONS:
-        raise ma.ValidationError(f"reason must be one of {', '.join(HOST_END_REASONS)}")
-    return kind, session_id, batch
-
-
-def is_session_id(value):
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
-
-
-def _list_of(value, kind):
-    return isinstance(value, list) and len(value) <= MAX_REPORT_LINES and all(isinstance(v, kind) for v in value)
+        return ReportResult(status="refused", message=f"the database refused it: {error}")
 
 
 def _events(events):
@@ -169,13 +139,3 @@ def _end_here(session, reason):
     """End a session its host already stopped (nothing to ask the host)."""
     session.host_id = None
     lifecycle.end(session, reason)
-
-
-def required(body, *fields):
-    """The named fields of a JSON body; 400 naming the first one missing."""
-    if not isinstance(body, dict):
-        raise bad_request("The body must be a JSON object.")
-    for name in fields:
-        if name not in body:
-            raise bad_request(f"{name} is required.", field=name)
-    return [body[name] for name in fields]

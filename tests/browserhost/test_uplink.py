@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from app.browsers import host_api
 from browserhost.uplink import AppClient, AppUnreachable, Refused, Reports
 from lantern_wire.hosts import MAX_REPORT_ITEMS, REPORTS
+from lantern_wire.reports import ReportsRequest
 from tests.fakes import LocalServer
 from tests.live_server import free_port
 from tests.waiting import eventually
@@ -132,7 +132,7 @@ def test_a_full_request_is_one_the_app_takes():
 
     class Counting(FlakyApp):
         def post(self, path, body):
-            sizes.append(host_api._items(body["reports"]))
+            sizes.append(ReportsRequest(reports=body["reports"]).items())
             return super().post(path, body)
 
     reports = Reports(Counting(), limit=100_000)
@@ -188,7 +188,7 @@ class App(LocalServer):
 
 def test_the_client_replaces_a_connection_the_app_closed_and_says_what_went_wrong():
     app = App().start()
-    client = AppClient(app.url, "lbh_test")
+    client = AppClient(app.url, "lbh_test", patience=0)
     try:
         assert client.post(REPORTS, {"reports": []}) == {"ok": 1, "message": "refused"}
         assert client.post(REPORTS, {"reports": []})["ok"] == 2  # the first connection was closed: a new one
@@ -203,7 +203,7 @@ def test_the_client_replaces_a_connection_the_app_closed_and_says_what_went_wron
         client.close()
         app.stop()
     with pytest.raises(AppUnreachable):
-        AppClient(f"http://127.0.0.1:{free_port()}", "lbh_test").post(REPORTS, {"reports": []})
+        AppClient(f"http://127.0.0.1:{free_port()}", "lbh_test", patience=0).post(REPORTS, {"reports": []})
     with pytest.raises(ValueError):
         AppClient("ftp://example.test", "lbh_test")
 

@@ -232,6 +232,43 @@ def test_registering_checks_its_body(add_host):
     assert post(REPORTS, {"reports": "no"}).status_code == 400
 
 
+@pytest.mark.parametrize("path, body, fields", [
+    (REGISTER, dict(REGISTRATION, capacity="4"), ["capacity"]),
+    (REGISTER, dict(REGISTRATION, capacity=True), ["capacity"]),
+    (REGISTER, dict(REGISTRATION, headful="yes", extra=1), ["headful", "extra"]),
+    (REGISTER, {"capacity": 1, "headful": False}, ["address"]),
+    (HEARTBEAT, {"sessions": [], "active": {"a": 1}}, ["active"]),
+    (HEARTBEAT, {"sessions": ["ok", 7]}, ["sessions.1", "active"]),
+    (REPORTS, {"reports": "no"}, ["reports"]),
+    (REPORTS, {"results": []}, ["reports", "results"]),
+], ids=["text-capacity", "bool-capacity", "headful-and-unknown", "no-address", "active-not-a-list",
+        "sessions-item", "reports-not-a-list", "no-reports"])
+def test_a_malformed_body_from_a_host_is_a_400_naming_each_field(add_host, path, body, fields):
+    """Never a 500: a host's body is checked by its shape (lantern_wire/reports.py), in the API's error shape."""
+    _, post = add_host("h1", register=False)
+    answer = post(path, body)
+    assert answer.status_code == 400, answer.get_json()
+    error = answer.get_json()
+    assert error["code"] == "bad_request" and [detail["field"] for detail in error["details"]] == fields
+    assert all(field in error["message"] for field in fields)
+    assert post(path, ["a list"]).get_json()["message"] == "The body must be a JSON object."
+
+
+def test_a_malformed_report_is_refused_alone_naming_its_field(app, add_host, new_browser):
+    _, post = add_host("h1")
+    session_id = new_browser()["session_id"]
+    on_host(app, session_id, "h1")
+    results = post.reports({"session_id": session_id, "kind": "logs", "batch": 1, "source": "supervisor",
+                            "log_name": "", "lines": [{"message": "m"}]},
+                           {"session_id": session_id, "kind": "telemetry", "batch": 1, "events": [], "lost": -1},
+                           {"session_id": session_id, "kind": "resized"},
+                           "not a report",
+                           {"session_id": session_id, "kind": "activity"})
+    assert [r["status"] for r in results] == ["refused"] * 4 + ["ok"]
+    assert results[0]["message"].startswith("log_name: ") and results[1]["message"].startswith("lost: ")
+    assert "'telemetry', 'logs', 'activity', 'ended'" in results[2]["message"]
+
+
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, REPORTS])
 def test_a_body_nested_past_the_parsers_depth_is_a_400(add_host, path):
     _, post = add_host("h1", register=False)
