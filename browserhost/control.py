@@ -1,27 +1,7 @@
-"""The browser host's control API over HTTP: the app's calls (and the CDP relay), routed to the host
-(server.BrowserHostServer), each authorised by the key derived from the host's credential:
-
-    POST   /sessions                      start a browser (settings, extension archives, profile state), within
-                                          "start_seconds" (else 503 browser_host_busy: the machine is too busy)
-    DELETE /sessions/{id}?save_state=1    stop it; the profile's state comes back when asked
-    GET    /sessions/{id}/json/version    Chromium's answers, for the app's /cdp/json routes
-    GET    /sessions/{id}/json/list
-    GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
-    GET    /sessions/{id}/endpoint        Chromium's DevTools port, for workers on this machine
-    POST   /sessions/{id}/clients         {"delta": 1 | -1, "connection_id", "worker_pid"}: such a
-                                          worker's CDP client came or left
-    POST   /sessions/{id}/computer        {"actions": [...], "resend": bool}: run on its screen (computer.py), in order;
-                                          {"results": [...]}, or the failed action's index and why
-    POST   /sessions/{id}/replays         {"replay_id", "framerate", "max_seconds", "max_bytes"}: record
-                                          its screen (replays.py) -> {"started_at"}
-    POST   /sessions/{id}/replays/{replay_id}/stop   end a recording; answered once the app has it
-    PUT    /sessions/{id}/categories      {"categories": [...]}: the telemetry its capture produces
-    PUT    /sessions/{id}/viewport        {"width", "height", "restart", "start_seconds"}: its windows resized
-                                          (reshape.py), or Chromium started again when its screen cannot hold
-                                          them and `restart` allows it (else 409 viewport_needs_restart)
-                                          -> {"restarted"}
-    POST   /sessions/{id}/profile         {"profile_state"}: loaded into the running browser
-    GET    /health
+"""The browser host's control API over HTTP: the app's calls (and the CDP relay), routed by a table (ROUTES) to the
+host (server.BrowserHostServer), each authorised by the key derived from the host's credential. The routes and the
+shapes of their bodies and answers are lantern_wire/control.py's: a body that is not its route's shape is a 400
+naming the field, in the {"code", "message"} shape of every refusal.
 """
 import hmac
 import json
@@ -30,9 +10,51 @@ import secrets
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
+from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Map, Rule
+
+from lantern_wire import control
 from lantern_wire.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
+NOT_RUNNING = {"code": "not_found", "message": "No such browser on this host."}
+
+
+def _rule(template, method, endpoint, **defaults):
+    return Rule(template.replace("{", "<").replace("}", ">"), methods=[method], endpoint=endpoint,
+                defaults=defaults or None)
+
+
+# Each endpoint is ControlHandler's on_<endpoint>.
+ROUTES = Map([
+    _rule(control.SESSIONS, "POST", "start"),
+    _rule(control.SESSION, "DELETE", "stop"),
+    _rule(control.HEALTH, "GET", "health"),
+    _rule(control.SESSION_ENDPOINT, "GET", "endpoint"),
+    _rule(control.SESSION_JSON_VERSION, "GET", "devtools_json", chromium_path="/json/version"),
+    _rule(control.SESSION_JSON_LIST, "GET", "devtools_json", chromium_path="/json/list"),
+    _rule(control.SESSION_CDP, "GET", "cdp"),
+    Rule(control.SESSION_CDP.replace("{session_id}", "<session_id>") + "/<path:target>", methods=["GET"],
+         endpoint="cdp"),
+    _rule(control.SESSION_CLIENTS, "POST", "clients"),
+    _rule(control.SESSION_COMPUTER, "POST", "computer"),
+    _rule(control.SESSION_REPLAYS, "POST", "start_replay"),
+    _rule(control.SESSION_REPLAY_STOP, "POST", "stop_replay"),
+    _rule(control.SESSION_CATEGORIES, "PUT", "categories"),
+    _rule(control.SESSION_VIEWPORT, "PUT", "viewport"),
+    _rule(control.SESSION_PROFILE, "POST", "profile"),
+], strict_slashes=False, merge_slashes=False)
+# The shape of each route's body (those without one read none).
+BODIES = {"start": control.StartRequest, "clients": control.ClientChange, "computer": control.ComputerRequest,
+          "start_replay": control.ReplayStart, "categories": control.Categories, "viewport": control.ViewportChange,
+          "profile": control.ProfileLoad}
+# Routes to a running browser: 404 while it starts or stops (the others reach a session it hosts in any state).
+TO_A_BROWSER = {"endpoint", "devtools_json", "cdp"}
+
+
+class BadBody(ValueError):
+    pass
 
 
 class ControlHandler(BaseHTTPRequestHandler):
@@ -51,6 +73,8 @@ class ControlHandler(BaseHTTPRequestHandler):
         return False
 
     def answer(self, status, body):
+        if isinstance(body, BaseModel):
+            body = body.model_dump(mode="json")
         data = json.dumps(body).encode()
         try:
             self.send_response(status)
@@ -62,85 +86,102 @@ class ControlHandler(BaseHTTPRequestHandler):
             logger.debug("%s left before its answer (%s) was written", self.address_string(), status)
             self.close_connection = True
 
-    def route(self):
-        path = urlsplit(self.path)
-        parts = [p for p in path.path.split("/") if p]
-        return parts, parse_qs(path.query)
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        self.dispatch()
 
-    def json_request(self):
-        """(path parts, JSON body, the browser of the session /sessions/{id}/... names, or None)."""
-        parts, _ = self.route()
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        hosted = self.host.hosted.get(parts[1]) if len(parts) >= 3 and parts[0] == "sessions" else None
-        return parts, body, hosted
+    do_POST = do_PUT = do_DELETE = do_GET  # noqa: N815
 
-    def do_POST(self):  # noqa: N802 - the stdlib's name
+    def dispatch(self):
         if not self.authorised():
             return
-        parts, body, hosted = self.json_request()
-        if parts == ["sessions"]:
-            self.answer(*self.host.start_browser(body))
-        elif hosted is not None and parts[2:] == ["computer"]:
-            self.answer(*self.host.computer(hosted, body.get("actions") or [], resend=body.get("resend") is True))
-        elif hosted is not None and parts[2:] == ["replays"]:
-            self.answer(*self.host.start_replay(hosted, body))
-        elif hosted is not None and parts[2:] == ["profile"]:
-            self.answer(*self.host.load_profile(hosted, body))
-        elif hosted is not None and len(parts) == 5 and parts[2] == "replays" and parts[4] == "stop":
-            self.answer(*self.host.stop_replay(hosted, parts[3]))
-        elif hosted is not None and parts[2:] == ["clients"]:
-            # A worker on this machine relays straight to Chromium and says when a client comes and goes.
-            connection_id = str(body.get("connection_id") or "")
-            if body.get("delta", 0) > 0:
-                self.host.client_joined(hosted, connection_id, worker_pid=body.get("worker_pid"))
-            else:
-                self.host.client_left(hosted, connection_id)
-            self.answer(200, {"clients": len(hosted.connections)})
-        else:
-            self.answer(404, {"code": "not_found", "message": self.path})
+        url = urlsplit(self.path)
+        try:
+            endpoint, values = ROUTES.bind("host").match(url.path, method=self.command)
+        except HTTPException:  # no such route, or not with this method
+            self.discard_body()
+            self.answer(404, {"code": "not_found", "message": url.path})
+            return
+        try:
+            body = self.body(BODIES.get(endpoint))
+        except BadBody as error:
+            self.answer(400, {"code": "bad_request", "message": str(error)})
+            return
+        session_id = values.pop("session_id", None)
+        hosted = None
+        if session_id is not None:
+            hosted = self.host.hosted.get(session_id)
+            running = hosted is not None and hosted.browser is not None and not hosted.stopping
+            if hosted is None or (endpoint in TO_A_BROWSER and not running):
+                self.answer(404, NOT_RUNNING)
+                return
+        getattr(self, f"on_{endpoint}")(hosted, body, query=parse_qs(url.query), **values)
 
-    def do_PUT(self):  # noqa: N802
-        if not self.authorised():
-            return
-        parts, body, hosted = self.json_request()
-        if hosted is not None and parts[2:] == ["categories"]:
-            self.host.set_categories(hosted, body.get("categories") or ())
-            self.answer(200, {"categories": sorted(hosted.categories)})
-        elif hosted is not None and parts[2:] == ["viewport"]:
-            self.answer(*self.host.resize(hosted, body))
-        else:
-            self.answer(404, {"code": "not_found", "message": self.path})
+    def discard_body(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
 
-    def do_DELETE(self):  # noqa: N802
-        if not self.authorised():
-            return
-        parts, query = self.route()
-        if len(parts) == 2 and parts[0] == "sessions" and parts[1] in self.host.hosted:
-            state = self.host.stop_browser(parts[1], save=query.get("save_state") == ["1"], reason=None)
-            self.answer(200, {"profile_state": state})
-        else:
-            self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
+    def body(self, shape):
+        """The request's body as `shape` (read and dropped when the route takes none); BadBody naming the field."""
+        data = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        if shape is None:
+            return None
+        try:
+            return shape.model_validate_json(data or b"{}")
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise BadBody(f"{field}: {first['msg']}" if field else f"the body is not JSON: {first['msg']}") from None
 
-    def do_GET(self):  # noqa: N802
-        if not self.authorised():
+    # -- routes (ROUTES): (hosted or None, body, query=..., path values) -------------------------------------------
+
+    def on_start(self, _, request, query):
+        self.answer(*self.host.start_browser(request))
+
+    def on_stop(self, hosted, _, query):
+        state = self.host.stop_browser(hosted.session_id, save=query.get(control.SAVE_STATE) == ["1"], reason=None)
+        self.answer(200, control.StopAnswer(profile_state=state))
+
+    def on_health(self, _, __, query):
+        self.answer(200, control.Health(name=self.host.name, capacity=self.host.capacity,
+                                        sessions=sorted(self.host.hosted)))
+
+    def on_endpoint(self, hosted, _, query):
+        self.answer(200, hosted.browser.devtools.as_json())
+
+    def on_devtools_json(self, hosted, _, query, chromium_path):
+        self.answer(200, hosted.browser.devtools.get_json(chromium_path))
+
+    def on_cdp(self, hosted, _, query, target=None):
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            self.answer(404, {"code": "not_found", "message": urlsplit(self.path).path})
             return
-        parts, _ = self.route()
-        if parts == ["health"]:
-            self.answer(200, {"name": self.host.name, "capacity": self.host.capacity,
-                              "sessions": sorted(self.host.hosted)})
-            return
-        hosted = self.host.hosted.get(parts[1]) if len(parts) >= 3 and parts[0] == "sessions" else None
-        if hosted is None or hosted.browser is None or hosted.stopping:
-            self.answer(404, {"code": "not_found", "message": "No such browser on this host."})
-        elif parts[2:] == ["endpoint"]:
-            self.answer(200, hosted.browser.devtools.as_json())
-        elif parts[2:] in (["json", "version"], ["json", "list"]):
-            self.answer(200, hosted.browser.devtools.get_json("/" + "/".join(parts[2:])))
-        elif parts[2] == "cdp" and self.headers.get("Upgrade", "").lower() == "websocket":
-            target = "/" + "/".join(parts[3:]) if len(parts) > 3 else hosted.browser.browser_path
-            self.relay(hosted, target)
+        self.relay(hosted, f"/{target}" if target else hosted.browser.browser_path)
+
+    def on_clients(self, hosted, change, query):
+        # A worker on this machine relays straight to Chromium and says when a client comes and goes.
+        if change.delta > 0:
+            self.host.client_joined(hosted, change.connection_id, worker_pid=change.worker_pid)
         else:
-            self.answer(404, {"code": "not_found", "message": self.path})
+            self.host.client_left(hosted, change.connection_id)
+        self.answer(200, control.ClientsAnswer(clients=len(hosted.connections)))
+
+    def on_computer(self, hosted, request, query):
+        self.answer(*self.host.computer(hosted, request))
+
+    def on_start_replay(self, hosted, start, query):
+        self.answer(*self.host.start_replay(hosted, start))
+
+    def on_stop_replay(self, hosted, _, query, replay_id):
+        self.answer(*self.host.stop_replay(hosted, replay_id))
+
+    def on_categories(self, hosted, categories, query):
+        self.host.set_categories(hosted, categories)
+        self.answer(200, control.CategoriesAnswer(categories=sorted(hosted.categories)))
+
+    def on_viewport(self, hosted, change, query):
+        self.answer(*self.host.resize(hosted, change))
+
+    def on_profile(self, hosted, load, query):
+        self.answer(*self.host.load_profile(hosted, load))
 
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""

@@ -103,6 +103,15 @@ class LaunchOptions:
     chrome_policy: dict | None = None           # enterprise policies (a sandbox's managed policy file)
     screen: tuple | None = None                 # a headful sandbox's X screen (width, height); else screen_for's
 
+    @classmethod
+    def from_spec(cls, spec, *, extension_dirs=()):
+        """The options of a browser the app specified (lantern_wire.control.BrowserSpec), with its extensions
+        unpacked in `extension_dirs`; its display and screen are the host's to choose."""
+        return cls(headless=spec.headless, viewport=spec.viewport.size, timezone=spec.location.timezone,
+                   locale=spec.location.locale, extension_dirs=list(extension_dirs),
+                   allowed_hosts=None if spec.allowed_hosts is None else list(spec.allowed_hosts),
+                   stealth=spec.stealth, kiosk=spec.kiosk_mode, chrome_policy=spec.chrome_policy)
+
 
 @functools.cache
 def chromium_version(binary):

@@ -41,6 +41,7 @@ from browserhost.cdp import CdpClient, CdpError
 from browserhost.control import ControlHandler
 from browserhost.display import Display
 from browserhost.uplink import AppUnreachable, Refused, Reports
+from lantern_wire import control
 from lantern_wire.hosts import (
     ENDED_BY_BROWSER_EXIT,
     ENDED_BY_HOST_STOP,
@@ -69,8 +70,6 @@ CREDENTIAL_REFUSED = 4
 FOLDER_IN_USE = 5
 # launch.py's words for a Chromium that ended during its start: its exit code is the one detail a tenant is told.
 CHROMIUM_EXITED = re.compile(r"Chromium exited with (-?\d+) before")
-# A start's deadline when the app does not give one (it sends its BROWSER_HOST_START_SECONDS).
-DEFAULT_START_SECONDS = 30
 # How long a restart (a new viewport) may take to read the browser's tabs and storage.
 READ_SECONDS = 10
 # How long a stopping host waits for the app to take what its browsers reported last.
@@ -99,6 +98,7 @@ class Hosted:
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
+    categories_revision: int = 0  # the app's revision of them: the newest it has said wins (set_categories)
     categories_put: int = 0  # how many PUTs set them: a heartbeat's answer from before the newest is older
     screen: computer.Screen | None = None  # for the computer API
     options: launch.LaunchOptions | None = None  # what its Chromium was started with (a restart's, its new viewport)
@@ -327,10 +327,14 @@ class BrowserHostServer:
             threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
                              daemon=True).start()
 
-    def set_categories(self, hosted, categories):
-        """The app's PUT: what the session's capture produces from now on."""
-        hosted.categories = frozenset(categories)
-        hosted.categories_put += 1
+    def set_categories(self, hosted, categories: control.Categories):
+        """What the session's capture produces from now on, unless the app has said a newer revision already (a
+        heartbeat's answer read before a change was committed can arrive after the change's PUT)."""
+        with self.lock:
+            if categories.revision < hosted.categories_revision:
+                return
+            hosted.categories, hosted.categories_revision = categories.names, categories.revision
+            hosted.categories_put += 1
 
     def forget_dead_workers(self):
         """A worker killed while relaying never says its client left."""
@@ -359,21 +363,21 @@ class BrowserHostServer:
 
     # -- browsers --------------------------------------------------------------------------
 
-    def start_browser(self, body):
-        """(status, answer) for POST /sessions."""
-        session_id = body["session_id"]
-        start_seconds = float(body.get("start_seconds") or DEFAULT_START_SECONDS)
+    def start_browser(self, request: control.StartRequest):
+        """(status, answer) for POST /sessions (its JSON form is taken too, as in-process callers write it)."""
+        request = control.StartRequest.model_validate(request)
+        session_id, start_seconds, spec = request.session_id, request.start_seconds, request.spec
         if self.unavailable_reason():
             return 503, {"code": "browser_host_unavailable", "message": f"Browser host {self.name} cannot start "
                          f"browsers: {self.unavailable_reason()}"}
-        if not body.get("headless") and not self.headful:
+        if not spec.headless and not self.headful:
             return 400, {"code": "bad_request", "message": "headless false needs Xvfb on the browser host: "
                          "apt-get install xvfb (or create the session with headless true)."}
-        if body.get("chrome_policy") and self.policy is None:
+        if spec.chrome_policy and self.policy is None:
             return 400, {"code": "bad_request", "message": "chrome_policy needs a sandboxed browser host (each "
                          "session's policy file is its sandbox's): this one runs with BROWSER_SANDBOX=off."}
         try:
-            resolver.normalize_hosts(body.get("allowed_hosts") or ())
+            resolver.normalize_hosts(spec.allowed_hosts or ())
         except ValueError as error:  # the app takes any string: what no resolver can look up is refused here
             logger.warning("session %s refused: network.allowed_hosts: %s", session_id, error)
             return 400, {"code": "bad_request", "message": f"network.allowed_hosts: {error}"}
@@ -385,10 +389,11 @@ class BrowserHostServer:
             if len(self.hosted) >= self.capacity:
                 return 503, {"code": "no_browser_capacity", "message": f"Browser host {self.name} is full."}
             hosted = self.hosted[session_id] = Hosted(session_id, self.root / "sessions" / session_id,
-                                                      categories=frozenset(body.get("categories") or ()),
+                                                      categories=request.categories.names,
+                                                      categories_revision=request.categories.revision,
                                                       start_deadline=time.monotonic() + start_seconds)
         try:
-            self._launch(hosted, body)
+            self._launch(hosted, request)
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
             # A browser that did not answer within the start's time: the machine is too busy, a later start may do.
             busy = isinstance(error, launch.StartTimedOut) or (
@@ -412,21 +417,17 @@ class BrowserHostServer:
         threading.Thread(target=self.watch, args=(hosted,), daemon=True).start()
         return 201, {"pid": hosted.browser.pid, "browser_path": hosted.browser.browser_path}
 
-    def _launch(self, hosted, body):
+    def _launch(self, hosted, request):
+        spec = request.spec
         hosted.workdir.mkdir(parents=True)
         if self.policy is not None:
-            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=memory_mb(body),
-                                         allowed_hosts=body.get("allowed_hosts")).create()
+            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=spec.memory_mb,
+                                         allowed_hosts=spec.allowed_hosts).create()
         extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
-        extension_dirs = [self._unpack(extensions / e["id"], e["zip"]) for e in body.get("extensions") or ()]
-        viewport = body.get("viewport")
-        location = body.get("location") or {}
-        self._start_chromium(hosted, launch.LaunchOptions(
-            headless=bool(body.get("headless")), viewport=(viewport["width"], viewport["height"]) if viewport else None,
-            timezone=location.get("timezone"), locale=location.get("locale"),  # start_url: loaded by the capture
-            extension_dirs=extension_dirs, allowed_hosts=body.get("allowed_hosts"), stealth=bool(body.get("stealth")),
-            kiosk=bool(body.get("kiosk_mode")), chrome_policy=body.get("chrome_policy")))
-        state = body.get("profile_state")
+        extension_dirs = [self._unpack(extensions / e.id, e.zip) for e in spec.extensions]
+        # start_url: loaded by the capture (_open_start_page)
+        self._start_chromium(hosted, launch.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
+        state = request.profile_state
         if state:
             self._load_state(hosted, state, self._time_left(hosted, "loading the profile"))
         self._start_capture(hosted)
@@ -438,8 +439,8 @@ class BrowserHostServer:
                           f"{'headless' if hosted.options.headless else 'headful'}, "
                           + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
-        if body.get("start_url"):
-            self._open_start_page(hosted, body["start_url"])
+        if spec.start_url:
+            self._open_start_page(hosted, spec.start_url)
 
     def _start_chromium(self, hosted, options):
         """Chromium with `options` (without a sandbox, on an X display of its own when headful), and the computer
@@ -607,11 +608,12 @@ class BrowserHostServer:
 
     # -- changes to a running browser (reshape.py) -------------------------------------------
 
-    def resize(self, hosted, body):
-        """(status, answer) for PUT /sessions/{id}/viewport: {"width", "height", "restart"}. Its windows take the new
-        size where its screen holds it; else, when `restart` allows it, Chromium starts again on a screen of that
-        size, with its tabs, cookies and localStorage."""
-        viewport = (int(body["width"]), int(body["height"]))
+    def resize(self, hosted, change: control.ViewportChange):
+        """(status, answer) for PUT /sessions/{id}/viewport. Its windows take the new size where its screen holds
+        it; else, when `change.restart` allows it, Chromium starts again on a screen of that size, with its tabs,
+        cookies and localStorage."""
+        change = control.ViewportChange.model_validate(change)
+        viewport = change.size
         with hosted.recording_lock:  # no recording starts meanwhile
             refused = self._not_changeable(hosted)
             if refused:
@@ -631,14 +633,14 @@ class BrowserHostServer:
                 self._sized(hosted, viewport)
                 self.note(hosted, f"viewport now {viewport[0]}x{viewport[1]}")
                 return 200, {"restarted": False}
-            if not body.get("restart"):
+            if not change.restart:
                 why = "is a kiosk: its screen is its viewport" if launch.kiosk(hosted.options) else \
                     "has a screen smaller than that"
                 return 409, {"code": "viewport_needs_restart", "message": f"The session {why}, and a screen cannot "
                              "change while its browser runs: the browser must start again (its tabs, cookies and "
                              "localStorage are kept; CDP connections and live views are closed). Send viewport.force "
                              "true to allow it."}
-            return self._restart(hosted, viewport, float(body.get("start_seconds") or DEFAULT_START_SECONDS))
+            return self._restart(hosted, viewport, change.start_seconds)
 
     @staticmethod
     def _not_changeable(hosted):
@@ -736,9 +738,10 @@ class BrowserHostServer:
         self.note(hosted, f"Chromium started again: pid {hosted.browser.pid}, viewport {viewport[0]}x{viewport[1]}")
         return 200, {"restarted": True}
 
-    def load_profile(self, hosted, body):
-        """(status, answer) for POST /sessions/{id}/profile: {"profile_state"} given to the running browser (its
-        origins are read back at the end, as a profile given at the start)."""
+    def load_profile(self, hosted, load: control.ProfileLoad):
+        """(status, answer) for POST /sessions/{id}/profile: its state given to the running browser (its origins are
+        read back at the end, as a profile given at the start)."""
+        load = control.ProfileLoad.model_validate(load)
         with self.lock:
             refused = self._not_changeable(hosted)
             if refused:
@@ -747,7 +750,7 @@ class BrowserHostServer:
                 return 409, {"code": "profile_already_loaded", "message": "The browser has been given a profile "
                              "already; it cannot take another."}
             hosted.profile_given = True
-        state = body.get("profile_state") or {}
+        state = load.profile_state
         try:
             self._load_state(hosted, state, storage.PAGE_TIMEOUT * 4)
         except (CdpError, OSError) as error:
@@ -757,15 +760,15 @@ class BrowserHostServer:
             return 502, {"code": "browser_unreachable", "message": "The profile could not be loaded into the browser."}
         cookies, origins = len(state.get("cookies") or ()), len(state.get("origins") or ())
         self.note(hosted, f"profile loaded: {cookies} cookies, localStorage of {origins} origins")
-        return 200, {"cookies": cookies, "origins": origins}
+        return 200, control.ProfileLoaded(cookies=cookies, origins=origins).model_dump()
 
-    def computer(self, hosted, actions, resend=False):
-        """(status, answer) for POST /sessions/{id}/computer; `resend`: the client sent the same call again after
-        giving up waiting (computer.Screen.run answers it from the first)."""
+    def computer(self, hosted, request: control.ComputerRequest):
+        """(status, answer) for POST /sessions/{id}/computer; `request.resend`: the client sent the same call again
+        after giving up waiting (computer.Screen.run answers it from the first)."""
         if hosted.browser is None or hosted.stopping:
             return 404, {"code": "not_found", "message": "No such browser on this host."}
         try:
-            return 200, {"results": hosted.screen.run(actions, resend=resend)}
+            return 200, {"results": hosted.screen.run(request.actions, resend=request.resend)}
         except computer.ActionFailed as error:
             if error.detail:  # this host's log alone: the session's log is its user's to read
                 logger.warning("session %s: %s (%s)", hosted.session_id, error, error.detail)
@@ -773,16 +776,17 @@ class BrowserHostServer:
 
     # -- recordings (replays.py) -------------------------------------------------------------
 
-    def start_replay(self, hosted, body):
+    def start_replay(self, hosted, start: control.ReplayStart):
         """(status, answer) for POST /sessions/{id}/replays."""
+        start = control.ReplayStart.model_validate(start)
         if hosted.browser is None or hosted.stopping:
             return 404, {"code": "not_found", "message": "No such browser on this host."}
         with hosted.recording_lock:
-            return self._start_replay(hosted, body)
+            return self._start_replay(hosted, start)
 
-    def _start_replay(self, hosted, body):
-        replay_id = str(body["replay_id"])
-        if not replay_id.isalnum() or replay_id in hosted.recordings:
+    def _start_replay(self, hosted, start):
+        replay_id = start.replay_id
+        if replay_id in hosted.recordings:
             return 400, {"code": "bad_request", "message": f"replay id {replay_id!r} is not a new one"}
         if any(not recording.finished.is_set() for recording in hosted.recordings.values()):
             return 409, {"code": "replay_in_progress", "message": "The session is already being recorded; stop that "
@@ -795,8 +799,8 @@ class BrowserHostServer:
             logger.warning("session %s: no recording: the page could not be reached (%s: %s)", hosted.session_id,
                            type(error).__name__, error)  # this host's log alone, as for the computer API
             return 502, {"code": "browser_unreachable", "message": "The browser's page could not be reached."}
-        options = {"size": hosted.screen.size, "framerate": int(body["framerate"]),
-                   "max_seconds": int(body["max_seconds"]), "max_bytes": int(body["max_bytes"]),
+        options = {"size": hosted.screen.size, "framerate": start.framerate, "max_seconds": start.max_seconds,
+                   "max_bytes": start.max_bytes,
                    "on_finished": lambda recording: self._hand_on(hosted, recording)}
         path = self.root / "replays" / f"{hosted.session_id}-{replay_id}.mp4"
         if offset is None:
@@ -898,13 +902,6 @@ def start_failure(error):
     if exited:
         return f"Chromium exited with code {exited.group(1)} before it answered."
     return "The browser host could not start the browser (its log says why)."
-
-
-def memory_mb(body):
-    """The session's memory ("1GiB" ... "16GiB"), its sandbox's cap, in MiB; the contract's default per kind
-    when a caller (an older app) did not say."""
-    given = body.get("memory") or ("1GiB" if body.get("headless") else "8GiB")
-    return int(given.removesuffix("GiB")) * 1024
 
 
 def _process_exists(pid):

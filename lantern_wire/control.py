@@ -66,6 +66,12 @@ class Shape(BaseModel):
         return self.model_dump_json().encode()
 
 
+class Answer(Shape):
+    """A host's answer: fields an app does not know are left aside (a newer host may add some), not refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
 class Viewport(Shape):
     width: int = Field(ge=1, le=16384)
     height: int = Field(ge=1, le=16384)
@@ -132,20 +138,30 @@ class Categories(Shape):
         return other if other.revision > self.revision else self
 
 
-class StartRequest(Shape):
+class StartRequest(BrowserSpec):
+    """A browser to start: its spec's fields (at the top level, as the body has always had them), and the session's."""
+
     session_id: Id
-    spec: BrowserSpec = BrowserSpec()
     profile_state: dict[str, Any] | None = None  # cookies and localStorage (app/profiles' shape)
     categories: Categories = Categories()
     start_seconds: float = Field(default=DEFAULT_START_SECONDS, gt=0)
 
+    @classmethod
+    def of(cls, spec, **session):
+        """The request starting `spec` for a session (`session`: the fields below the spec's)."""
+        return cls(**dict(spec), **session)
 
-class StartAnswer(Shape):
+    @property
+    def spec(self):
+        return BrowserSpec(**{name: getattr(self, name) for name in BrowserSpec.model_fields})
+
+
+class StartAnswer(Answer):
     pid: int
     browser_path: str
 
 
-class StopAnswer(Shape):
+class StopAnswer(Answer):
     profile_state: dict[str, Any] | None = None
 
 
@@ -154,7 +170,7 @@ class ComputerRequest(Shape):
     resend: bool = False  # the SDK sent the call again: a host answers what the first send did
 
 
-class ComputerAnswer(Shape):
+class ComputerAnswer(Answer):
     results: list[Any]
 
 
@@ -165,11 +181,11 @@ class ReplayStart(Shape):
     max_bytes: int = Field(ge=1)
 
 
-class ReplayStarted(Shape):
+class ReplayStarted(Answer):
     started_at: float  # Unix seconds
 
 
-class ReplayStopped(Shape):
+class ReplayStopped(Answer):
     handed_on: bool
 
 
@@ -184,7 +200,7 @@ class ViewportChange(Shape):
         return self.width, self.height
 
 
-class ViewportChanged(Shape):
+class ViewportChanged(Answer):
     restarted: bool
 
 
@@ -192,7 +208,7 @@ class ProfileLoad(Shape):
     profile_state: dict[str, Any] = {}
 
 
-class ProfileLoaded(Shape):
+class ProfileLoaded(Answer):
     cookies: int
     origins: int
 
@@ -205,15 +221,15 @@ class ClientChange(Shape):
     worker_pid: int | None = None
 
 
-class ClientsAnswer(Shape):
+class ClientsAnswer(Answer):
     clients: int
 
 
-class CategoriesAnswer(Shape):
+class CategoriesAnswer(Answer):
     categories: list[str]
 
 
-class Health(Shape):
+class Health(Answer):
     name: str | None
     capacity: int
     sessions: list[str]

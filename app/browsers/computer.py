@@ -11,14 +11,15 @@ from contextlib import contextmanager
 
 from flask import current_app
 
-from app.browsers import hosts
 from app.browsers.computer_schemas import MAX_REQUEST_MS
 from app.browsers.drivers import HostDriver
+from app.browsers.host_client import HostClient, HostError, api_error
 from app.browsers.models import DEFAULT_VIEWPORT
 from app.core.db import db
-from app.core.errors import NO_RETRY, ApiError, bad_request
+from app.core.errors import ApiError, bad_request
+from lantern_wire.control import ComputerRequest
 from lantern_wire.keyboard import human_typing_bound_ms
-from lantern_wire.pacing import CLICK_MS, COMMAND_MS, MOVE_MS, PRESS_MS, READ_ONLY, WHEEL_CLICK_MS
+from lantern_wire.pacing import CLICK_MS, COMMAND_MS, MOVE_MS, PRESS_MS, WHEEL_CLICK_MS
 
 logger = logging.getLogger(__name__)
 # What a list of actions may take beyond what it plans (a screenshot, finding the page, a busy machine).
@@ -49,22 +50,15 @@ def run(session, actions, *, resend=False, activity=None):
     db.close()  # given back to the pool; the request's teardown copes with a closed one
     try:
         with _active_while(session, activity):
-            answer = hosts.call(host, "POST", f"/sessions/{session.id}/computer",
-                                {"actions": actions, "resend": resend}, timeout=seconds + ACTION_SECONDS)
-    except hosts.HostError as error:
-        if error.status == 400:
-            raise bad_request(error.public_message) from None
-        if error.status in (404, 501):
-            raise ApiError(error.status, error.code or "not_found", error.public_message) from None
-        raise _failed(actions, error) from None
+            answer = HostClient(host).computer(session.id, ComputerRequest(actions=actions, resend=resend),
+                                               timeout=seconds + ACTION_SECONDS)
+    except HostError as error:
+        raise api_error(error) from None
     finally:
         db.connect(reuse_if_open=True)
         if activity is not None:
             activity(session)
-    if not isinstance(answer.get("results"), list):  # they ran
-        raise ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.",
-                       headers=NO_RETRY)
-    return answer["results"]
+    return answer.results
 
 
 def planned_seconds(session, actions):
@@ -106,18 +100,6 @@ def _active_while(session, activity):
     finally:
         stop.set()
         ticker.join()
-
-
-def _failed(actions, error):
-    """The 502 for actions the host did not do; Retry-After only when sending them again cannot do one twice (they
-    never reached the host, or only read). Else the SDKs must not resend it: a host that failed part-way, or did
-    not answer, may have clicked or typed already."""
-    message = f"The browser could not do it: {error.public_message.rstrip('.')}"
-    if not error.reached or all(action["type"] in READ_ONLY for action in actions):
-        return ApiError(502, "computer_action_failed", message,
-                        headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
-    return ApiError(502, "computer_action_failed", f"{message}. Some actions may have run: look at the screen "
-                    "before sending them again.", headers=NO_RETRY)
 
 
 def screenshot(session, region, **options):

@@ -16,19 +16,18 @@ import marshmallow as ma
 from flask import current_app
 
 from app.browsers import hosts
-from app.browsers.models import DEFAULT_VIEWPORT, ENDED_BY_LAUNCH_FAILURE, BrowserSession
+from app.browsers.host_client import HOST_DID_NOT_TAKE, HostClient, HostError, api_error
+from app.browsers.models import ENDED_BY_LAUNCH_FAILURE, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core.db import exclusive
-from app.core.errors import NO_RETRY, ApiError, conflict, not_found
+from app.core.errors import ApiError
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
+from lantern_wire import control
 
 logger = logging.getLogger(__name__)
 # How many hosts a create tries: the one placed, then others with room when one took nothing.
 MAX_START_ATTEMPTS = 3
-# What a host refusing a start answers when it started nothing there (another host may take the session). Not
-# browser_host_busy: that host spent the whole start deadline.
-HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable")
 # A host gives up a start at the deadline it is given and answers why; the app waits this much longer for that.
 ANSWER_SECONDS = 10
 # How long a host that did not answer a start is given to hear that it should drop it.
@@ -158,15 +157,8 @@ class HostDriver:
 
     def start(self, session, settings):
         config = current_app.config
-        body = {"session_id": session.id, "headless": session.headless, "stealth": session.stealth,
-                "memory": session.memory,
-                "viewport": settings.get("viewport") or DEFAULT_VIEWPORT, "location": settings.get("location"),
-                "start_url": settings.get("start_url"), "kiosk_mode": bool(settings.get("kiosk_mode")),
-                "chrome_policy": settings.get("chrome_policy"),
-                "allowed_hosts": (settings.get("network") or {}).get("allowed_hosts"),
-                "extensions": [_archive(extension_id) for extension_id in settings.get("extensions", [])],
-                "profile_state": Profile.get_by_id(session.profile_id).state() if session.profile_id else None,
-                "categories": session_categories(session)}
+        spec = browser_spec(session, settings)
+        profile_state = Profile.get_by_id(session.profile_id).state() if session.profile_id else None
         hosts.new_cdp_token(session)  # saved with the endpoints
         # One deadline for the whole create, whatever host starts it: the SDKs give up on a create at 60 s and send
         # it again, and a first that went on would start a browser its client never hears of.
@@ -175,17 +167,18 @@ class HostDriver:
         while True:
             left = deadline - time.monotonic()
             try:
-                hosts.call(session.host, "POST", "/sessions", {**body, "start_seconds": round(left, 2)},
-                           timeout=left + ANSWER_SECONDS)
+                HostClient(session.host).start(control.StartRequest.of(
+                    spec, session_id=session.id, profile_state=profile_state, categories=categories(session),
+                    start_seconds=round(left, 2)), timeout=left + ANSWER_SECONDS)
                 break
-            except hosts.HostError as error:
+            except HostError as error:
                 logger.warning("browser host %s did not start session %s: %s", session.host.name, session.id, error)
                 tried.append(session.host)
                 if error.status is None and error.reached:
                     self._abandon(session.host, session)
                 if not (self._elsewhere(error) and len(tried) < MAX_START_ATTEMPTS
                         and deadline - time.monotonic() >= MIN_START_SECONDS and self._move(session, tried)):
-                    raise self._start_failed(error) from None
+                    raise api_error(error) from None
         base = f"{hosts.public_ws_base()}/browsers/{session.id}"
         return Endpoints(cdp_ws_url=f"{base}/cdp", webdriver_ws_url=f"{base}/webdriver")
 
@@ -215,21 +208,10 @@ class HostDriver:
         """A host that did not answer a start may start the browser all the same: it is told to stop it. If it does
         not hear that either, its heartbeat's answer stops it (the session is no longer its)."""
         try:
-            hosts.call(host, "DELETE", f"/sessions/{session.id}?save_state=0", timeout=ABANDON_SECONDS)
-        except hosts.HostError as error:
+            HostClient(host).stop(session.id, save=False, timeout=ABANDON_SECONDS)
+        except HostError as error:
             logger.info("browser host %s was not told to drop session %s (its heartbeat will): %s", host.name,
                         session.id, error)
-
-    @staticmethod
-    def _start_failed(error):
-        retry_after = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-        if error.status == 400:
-            return ApiError(400, "bad_request", error.public_message)
-        if error.status is None:  # it did not answer at all: it died, and is not yet known as lost
-            return ApiError(503, "no_browser_host", "The browser host placed to run it did not answer; retry: a "
-                            "host that stays silent stops getting sessions.", headers=retry_after)
-        return ApiError(503, "browser_start_failed", f"The browser could not be started: {error.public_message}",
-                        headers=retry_after)
 
     def cdp_ws_url(self, session, target_path=""):
         """The relay's URL for the browser, or for one of its targets, with the session's token."""
@@ -247,15 +229,15 @@ class HostDriver:
             return  # its start left the host nothing to stop, or told it to drop what it may start (within the create)
         save = session.profile_save_changes and session.profile_id is not None
         try:
-            answer = hosts.call(session.host, "DELETE", f"/sessions/{session.id}?save_state={int(save)}",
-                                timeout=current_app.config["BROWSER_HOST_START_SECONDS"])
-        except hosts.HostError as error:
+            answer = HostClient(session.host).stop(session.id, save=save,
+                                                   timeout=current_app.config["BROWSER_HOST_START_SECONDS"])
+        except HostError as error:
             if error.status != 404:  # 404: the host no longer runs it (restarted, or stopped twice)
                 logger.warning("browser host could not stop session %s: %s", session.id, error)
             return
-        if save and answer.get("profile_state") is not None:
+        if save and answer.profile_state is not None:
             try:
-                save_profile_state(session.profile_id, answer["profile_state"])
+                save_profile_state(session.profile_id, answer.profile_state)
             except ma.ValidationError as error:  # the profile keeps its state: the session ends all the same
                 logger.warning("browser host sent a profile state of session %s that is not one: %s", session.id,
                                error.messages)
@@ -265,9 +247,8 @@ class HostDriver:
         if session.host_id is None:
             return
         try:
-            hosts.call(session.host, "PUT", f"/sessions/{session.id}/categories",
-                       {"categories": session_categories(session)}, timeout=10)
-        except hosts.HostError as error:
+            HostClient(session.host).set_categories(session.id, categories(session))
+        except HostError as error:
             logger.info("the host of session %s did not take its new categories (its heartbeat will): %s",
                         session.id, error)
 
@@ -275,45 +256,47 @@ class HostDriver:
         """The host resizes the browser's windows, or starts it again on a larger screen when `force` allows it
         (it has up to BROWSER_HOST_START_SECONDS for that start, after reading the browser's tabs and storage)."""
         start_seconds = current_app.config["BROWSER_HOST_START_SECONDS"]
-        body = {"width": viewport["width"], "height": viewport["height"], "restart": force,
-                "start_seconds": start_seconds}
+        change = control.ViewportChange(width=viewport["width"], height=viewport["height"], restart=force,
+                                        start_seconds=start_seconds)
         try:
-            hosts.call(session.host, "PUT", f"/sessions/{session.id}/viewport", body,
-                       timeout=start_seconds + 2 * ANSWER_SECONDS)
-        except hosts.HostError as error:
-            raise _not_changed(session, error, "resized") from None
+            HostClient(session.host).change_viewport(session.id, change, timeout=start_seconds + 2 * ANSWER_SECONDS)
+        except HostError as error:
+            raise api_error(error) from None
 
     def load_profile(self, session, profile):
         try:
-            hosts.call(session.host, "POST", f"/sessions/{session.id}/profile", {"profile_state": profile.state()},
-                       timeout=ANSWER_SECONDS * 3)
-        except hosts.HostError as error:
-            raise _not_changed(session, error, "given the profile") from None
+            HostClient(session.host).load_profile(session.id, control.ProfileLoad(profile_state=profile.state()),
+                                                  timeout=ANSWER_SECONDS * 3)
+        except HostError as error:
+            raise api_error(error) from None
 
 
-# Retry-After of a change refused while the session's browser starts (again).
-RESTART_RETRY_SECONDS = 2
+def browser_spec(session, settings):
+    """What the session's browser needs (lantern_wire.control.BrowserSpec), from its record and create settings."""
+    return control.BrowserSpec(
+        headless=session.headless, stealth=session.stealth, memory=session.memory,
+        viewport=settings.get("viewport") or control.DEFAULT_VIEWPORT, location=_location(settings.get("location")),
+        start_url=settings.get("start_url"), kiosk_mode=bool(settings.get("kiosk_mode")),
+        chrome_policy=settings.get("chrome_policy"), allowed_hosts=(settings.get("network") or {}).get("allowed_hosts"),
+        extensions=[_archive(extension_id) for extension_id in settings.get("extensions", [])])
 
 
-def _not_changed(session, error, done):
-    """What a client is told of a running browser that could not be `done` (a host's refusal in its own words)."""
-    if error.status == 409:  # a browser starting again takes the change once it runs
-        return conflict(error.code or "conflict", error.public_message,
-                        retry_after=RESTART_RETRY_SECONDS if error.code == "browser_restarting" else None)
-    if error.status == 404:
-        return not_found(f"Browser session {session.id!r} has no running browser.", code="browser_not_found")
-    logger.warning("browser host could not change session %s: %s", session.id, error)
-    # The same request again asks for the same end state: worth retrying, unless the session ended (a restart that
-    # failed).
-    ended = error.code == "browser_start_failed"
-    return ApiError(502, error.code or "browser_host_error", f"The browser could not be {done}: "
-                    f"{error.public_message}", headers=NO_RETRY if ended else None)
+def categories(session):
+    """The telemetry categories the host's capture of `session` produces, at the record's revision of them (a host
+    keeps the newest revision it is told, by this call, the start or its heartbeat's answer)."""
+    return control.Categories(revision=session.options.get("telemetry_revision", 0),
+                              names=session_categories(session))
+
+
+def _location(location):
+    location = location or {}
+    return control.Location(timezone=location.get("timezone"), locale=location.get("locale"))
 
 
 def _archive(extension_id):
     extension = Extension.get_by_id(extension_id)
     with open(extension.path, "rb") as archive:
-        return {"id": extension.id, "zip": base64.b64encode(archive.read()).decode()}
+        return control.ExtensionArchive(id=extension.id, zip=base64.b64encode(archive.read()).decode())
 
 
 DRIVERS = {driver.name: driver for driver in (ExternalDriver(), HostDriver())}

@@ -1,6 +1,6 @@
 """Browser hosts as the app sees them: their credentials, placing a session on a live host with room,
-the host's control API (start and stop a browser) and the per-session CDP token (random, stored
-hashed). What hosts report comes in through app/browsers/host_reports.py; lost hosts' sessions end in
+and the per-session CDP token (random, stored hashed). Their control API is called through
+app/browsers/host_client.py. What hosts report comes in through app/browsers/host_reports.py; lost hosts' sessions end in
 app/browsers/lost_hosts.py.
 
 The host program itself is browserhost/ (`python -m browserhost`); lantern_wire/hosts.py is what both
@@ -8,13 +8,8 @@ sides share: the credential's two uses, the internal API's paths.
 """
 import hashlib
 import hmac
-import http.client
-import json
 import logging
-import re
 import secrets
-import urllib.error
-import urllib.request
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -28,59 +23,9 @@ from app.core.errors import ApiError, bad_request, conflict
 from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
-# What the app takes of a host's answer: a profile's state is the largest; a refusal's code and message.
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-HOST_CODE = re.compile(r"[a-z_]{1,64}")
-MAX_MESSAGE = 1000
-# A host machine that is off answers no connection at all: a call gives up on it after this, whatever its own
-# timeout (a start may take BROWSER_HOST_START_SECONDS once connected).
-CONNECT_SECONDS = 5
 # A host whose heartbeat is this many beats late (plus a second for a busy network) is placed only when no
 # punctual host has room: a host that died leaves placement within about two beats, not the whole timeout.
 LATE_AFTER_BEATS = 2
-
-
-class _Connection(http.client.HTTPConnection):
-    def connect(self):
-        timeout, self.timeout = self.timeout, min(self.timeout, CONNECT_SECONDS)
-        try:
-            super().connect()
-        finally:
-            self.timeout = timeout
-        self.sock.settimeout(timeout)
-
-
-class _Handler(urllib.request.HTTPHandler):
-    def http_open(self, req):
-        return self.do_open(_Connection, req)
-
-
-# Direct HTTP connections only (a host serves plain HTTP): a host's key goes to that host and nowhere else, and
-# an address a host registered never makes the app read a file (urllib's default opener also opens file:, ftp:
-# and data: URLs).
-_opener = urllib.request.OpenerDirector()
-for _handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(), _Handler(),
-                 urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor()):
-    _opener.add_handler(_handler)
-
-
-class HostError(Exception):
-    """A host could not do what was asked; `status` and `code` come from its answer when it gave one. `reached`:
-    the request may have reached the host (False only when no connection was made), so what it asked may happen
-    there all the same."""
-
-    def __init__(self, message, status=None, code=None, *, reached=True):
-        super().__init__(message)
-        self.status, self.code, self.reached = status, code, reached
-
-    @property
-    def public_message(self):
-        """What a client may be told: the host's own words when it answered as a host does (with a code), else
-        only the status. A host's address, a connection's error and what a service answering in a host's place
-        says stay in the server's log."""
-        if self.code:
-            return str(self)
-        return f"the browser host answered HTTP {self.status}" if self.status else "the browser host did not answer"
 
 
 # -- credentials ---------------------------------------------------------------------------
@@ -159,13 +104,6 @@ def authenticate(credential):
                                    & BrowserHost.revoked_at.is_null())
 
 
-def control_authorization(host):
-    """The Authorization header the app calls `host` with (its own key, never another host's)."""
-    if not host.control_key:
-        raise HostError(f"browser host {host.name} has no credential: add it (flask browsers hosts add)")
-    return f"Bearer {crypto.decrypt(host.control_key)}"
-
-
 # -- CDP tokens ------------------------------------------------------------------------------
 
 def new_cdp_token(session):
@@ -236,45 +174,3 @@ def _load(host_ids):
             .where(BrowserSession.deleted_at.is_null() & BrowserSession.host.in_(host_ids))
             .group_by(BrowserSession.host).tuples())
     return dict(rows)
-
-
-# -- the control API ---------------------------------------------------------------------------
-
-def call(host, method, path, body=None, *, timeout, returns=dict):
-    """The host's JSON answer to `method path`, of type `returns` (an object; Chromium's target list is a list);
-    HostError when it cannot be reached, refuses, or answers what a host does not (the app reads at most
-    MAX_ANSWER_BYTES: a profile's state is the largest answer)."""
-    data = None if body is None else json.dumps(body).encode()
-    outgoing = urllib.request.Request(host.address.rstrip("/") + path, data=data, method=method, headers={
-        "Authorization": control_authorization(host), "Content-Type": "application/json"})
-    try:
-        with _opener.open(outgoing, timeout=timeout) as response:
-            answer = json.loads(_read(response))
-    except urllib.error.HTTPError as error:
-        try:
-            refusal = json.loads(_read(error))
-        except ValueError:
-            refusal = None
-        refusal = refusal if isinstance(refusal, dict) else {}
-        message, code = refusal.get("message"), refusal.get("code")
-        if not (isinstance(code, str) and HOST_CODE.fullmatch(code)):
-            code = None  # not a host's answer: a client is told its status alone (HostError.public_message)
-        message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {error.code}"
-        raise HostError(message, error.code, code) from None
-    except (OSError, ValueError) as error:
-        # urllib raises URLError until the request is sent (no connection, or the request not whole): the host
-        # has nothing to act on. Past that (a timeout waiting for the answer), it may act all the same.
-        unsent = isinstance(error, urllib.error.URLError)
-        reason = error.reason if unsent else error
-        raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(reason).__name__}",
-                        reached=not unsent) from None
-    if not isinstance(answer, returns):
-        raise HostError(f"browser host {host.name} answered {method} {path} with a JSON {type(answer).__name__}")
-    return answer
-
-
-def _read(response):
-    data = response.read(MAX_ANSWER_BYTES + 1)
-    if len(data) > MAX_ANSWER_BYTES:
-        raise ValueError(f"an answer past {MAX_ANSWER_BYTES} bytes")
-    return data or b"null"

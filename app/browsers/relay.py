@@ -18,11 +18,12 @@ from urllib.parse import urlsplit
 
 from flask import Response, request
 
-from app.browsers import hosts
+from app.browsers.host_client import HostClient, HostError, api_error, control_authorization
 from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
 from app.core.ids import new_id
+from lantern_wire.control import ClientChange
 from lantern_wire.devtools import DevTools
 from lantern_wire.splice import splice, upgrade_request
 
@@ -61,14 +62,15 @@ def relay(session, target_path="", *, on_open=None, on_close=None):
         if answer.startswith(b"HTTP/1.1 101"):
             connection_id = new_id()
             if direct:
-                _tell_host(host, session.id, {"delta": 1, "connection_id": connection_id, "worker_pid": os.getpid()})
+                _tell_host(host, session.id, ClientChange(delta=1, connection_id=connection_id,
+                                                          worker_pid=os.getpid()))
             if on_open:
                 on_open()
             try:
                 splice(client, upstream)
             finally:
                 if direct:
-                    _tell_host(host, session.id, {"delta": -1, "connection_id": connection_id})
+                    _tell_host(host, session.id, ClientChange(delta=-1, connection_id=connection_id))
                 if on_close:
                     on_close()
     finally:
@@ -83,8 +85,8 @@ def _open_through_host(session, target_path):
         upstream = socket.create_connection((address.hostname, address.port or 80), timeout=10)
     except OSError:
         raise _unreachable(session) from None
-    return _handshake(upstream, f"/sessions/{session.id}/cdp{target_path}",
-                      [f"Host: {address.netloc}", f"Authorization: {hosts.control_authorization(session.host)}"])
+    return _handshake(upstream, HostClient.cdp_path(session.id, target_path),
+                      [f"Host: {address.netloc}", f"Authorization: {control_authorization(session.host)}"])
 
 
 def _open_direct(session, target_path):
@@ -93,9 +95,9 @@ def _open_direct(session, target_path):
     host's relay then), or when the socket the host names is not one of a sandbox's user (this worker
     connects where the host says: never to a socket of root's or of its own user)."""
     try:
-        endpoint = hosts.call(session.host, "GET", f"/sessions/{session.id}/endpoint", timeout=10)
-    except hosts.HostError:
-        raise _unreachable(session) from None
+        endpoint = HostClient(session.host).endpoint(session.id)
+    except HostError as error:
+        raise api_error(error) from None
     try:
         devtools = DevTools.from_json(endpoint)
     except ValueError:
@@ -125,8 +127,8 @@ def _unreachable(session):
 
 def _tell_host(host, session_id, change):
     try:
-        hosts.call(host, "POST", f"/sessions/{session_id}/clients", change, timeout=10)
-    except hosts.HostError:
+        HostClient(host).client_changed(session_id, change)
+    except HostError:
         pass  # the session ended meanwhile, or its host is gone: nothing to keep active
 
 

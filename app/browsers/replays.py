@@ -13,11 +13,12 @@ from datetime import datetime, timedelta, timezone
 from flask import current_app
 from peewee import fn
 
-from app.browsers import hosts
 from app.browsers.computer import require_host_driver
+from app.browsers.host_client import HostClient, HostError, api_error
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
 from app.core import blobs, clock, urls
-from app.core.errors import NO_RETRY, ApiError, bad_request, conflict, not_found
+from app.core.errors import ApiError, bad_request, conflict, not_found
+from lantern_wire.control import ReplayStart
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
 
 logger = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ logger = logging.getLogger(__name__)
 START_SECONDS, STOP_SECONDS = 30, 90
 # A replay still `saving` this long after it could have ended never came from its host (the host died).
 SAVING_GRACE_SECONDS = 900
-# The codes of a host's refusals worded for the session's user (browserhost/server.py), passed on as they are.
-TENANTS_WORDS = {"browser_unreachable", "not_found", "replay_in_progress", "bad_request"}
 
 
 def record(replay):
@@ -46,13 +45,13 @@ def start(session, framerate, max_seconds):
     refuse_past_budget(session.project_id)
     # The row comes first: the host may send a recording that failed at once before it answers.
     replay = Replay.create(session=session.id, framerate=framerate, max_duration_seconds=max_seconds)
-    body = {"replay_id": replay.id, "framerate": framerate, "max_seconds": max_seconds,
-            "max_bytes": current_app.config["REPLAY_MAX_BYTES"]}
+    start = ReplayStart(replay_id=replay.id, framerate=framerate, max_seconds=max_seconds,
+                        max_bytes=current_app.config["REPLAY_MAX_BYTES"])
     try:
-        hosts.call(session.host, "POST", f"/sessions/{session.id}/replays", body, timeout=START_SECONDS)
-    except hosts.HostError as error:
+        HostClient(session.host).start_replay(session.id, start, timeout=START_SECONDS)
+    except HostError as error:
         replay.delete_instance()
-        raise _host_refusal(error) from None
+        raise api_error(error) from None
     return Replay.get_by_id(replay.id)
 
 
@@ -82,11 +81,10 @@ def stop(session, replay_id):
                 .where((Replay.id == replay.id) & (Replay.status == Replay.RECORDING)).execute())
     if stopping and session.is_active:
         try:
-            hosts.call(session.host, "POST", f"/sessions/{session.id}/replays/{replay.id}/stop", {},
-                       timeout=STOP_SECONDS)
-        except hosts.HostError as error:
+            HostClient(session.host).stop_replay(session.id, replay.id, timeout=STOP_SECONDS)
+        except HostError as error:
             if error.status != 404:  # 404: it had ended on its own, and its video is on its way
-                raise _host_refusal(error) from None
+                raise api_error(error) from None
     return Replay.get_by_id(replay.id)
 
 
@@ -166,23 +164,6 @@ def prune(retention_seconds):
         for replay in old:
             blobs.release(Replay, replay.video)
     return len(old)
-
-
-def _host_refusal(error):
-    if error.status == 409:
-        return conflict(error.code or "replay_in_progress", error.public_message)
-    if error.status == 404:
-        return ApiError(404, "not_found", error.public_message)
-    # A host's failure to run ffmpeg or reach the browser may name its folders and processes: the tenant is told
-    # what failed, this server's log (and the host's) why. Only a host's words meant for tenants go on.
-    logger.warning("a browser host could not start or stop a recording: %s", error)
-    said = f": {error.public_message}" if error.code in TENANTS_WORDS else f" ({error.code or 'no answer'})"
-    # A host's own refusal started nothing, nor did a request that never reached it; one it had and did not answer
-    # may be recording, and the SDKs' retry of the 502 would find it so.
-    took_nothing = error.code is not None or not error.reached
-    retry = {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-    return ApiError(502, "replay_failed", f"The browser host could not do it{said}",
-                    headers=retry if took_nothing else NO_RETRY)
 
 
 def _from_unix(seconds):

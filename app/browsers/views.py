@@ -6,6 +6,7 @@ from flask.views import MethodView
 
 from app.browsers import hosts, lifecycle, logs, relay, schemas, sessions, stream, telemetry
 from app.browsers.drivers import HostDriver, driver_named
+from app.browsers.host_client import HostClient, HostError, api_error
 from app.browsers.models import BrowserSession
 from app.core import sse
 from app.core.api import Blueprint, as_dumped
@@ -183,7 +184,7 @@ def cdp_target(session_ref, target_id):
 def cdp_version(session_ref):
     """What the HTTP form of connect_over_cdp reads: the browser's version and its WebSocket URL"""
     session = cdp_session(session_ref)
-    version = hosts.call(session.host, "GET", f"/sessions/{session.id}/json/version", timeout=10)
+    version = HostClient(session.host).devtools_version(session.id)
     return dict(version, webSocketDebuggerUrl=driver_named(HostDriver.name).cdp_ws_url(session))
 
 
@@ -196,18 +197,18 @@ def cdp_targets(session_ref):
     """The browser's targets (pages, workers), each with a WebSocket URL through this relay"""
     session = cdp_session(session_ref)
     driver = driver_named(HostDriver.name)
-    targets = hosts.call(session.host, "GET", f"/sessions/{session.id}/json/list", timeout=10, returns=list)
+    targets = HostClient(session.host).devtools_targets(session.id)
     if not all(isinstance(target, dict) and TARGET_ID.fullmatch(str(target.get("id"))) for target in targets):
-        raise hosts.HostError(f"the browser host of session {session.id} answered a target list that is not one")
+        raise HostError(f"the browser host of session {session.id} answered a target list that is not one")
     return [dict(target, webSocketDebuggerUrl=driver.cdp_ws_url(session, f"/devtools/page/{target['id']}"))
             for target in targets]
 
 
-@blp.errorhandler(hosts.HostError)
+@blp.errorhandler(HostError)
 def host_unreachable(error):
     """A host that does not answer (or no longer runs the browser) behind a CDP route."""
-    return error_response(502, "browser_host_unreachable", f"The browser's host did not answer: {error.public_message}",
-                          headers={"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])})
+    refusal = api_error(error)
+    return error_response(refusal.status, refusal.code, refusal.message, headers=refusal.headers)
 
 
 @blp.route("/<session_ref>/webdriver")

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from browserhost import launch, sandbox
+from lantern_wire.control import Categories
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.browsers.live.conftest import host_words
 
@@ -85,12 +86,13 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
     server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
     monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
     monkeypatch.setattr(server, "watch", lambda hosted: None)
-    assert server.start_browser({"session_id": "s1", "headless": True, "categories": ["console"]})[0] == 201
+    assert server.start_browser({"session_id": "s1", "headless": True, "categories": {"revision": 1,
+                                                                                       "names": ["console"]}})[0] == 201
     hosted = server.hosted["s1"]
     stale = {"stop": [], "categories": {"s1": ["console"]}}
 
     def answered_before_the_put(path, body):
-        server.set_categories(hosted, [])  # the PUT arrives while the beat is out
+        server.set_categories(hosted, Categories(revision=2))  # the PUT arrives while the beat is out
         return stale
 
     monkeypatch.setattr(app, "post", answered_before_the_put)
@@ -99,6 +101,19 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
     monkeypatch.setattr(app, "post", lambda path, body: stale)  # a later beat carries what the app has
     server.heartbeat()
     assert hosted.categories == frozenset({"console"})
+
+
+def test_the_host_keeps_the_newest_revision_of_a_sessions_categories(tmp_path, monkeypatch):
+    server = host_server(tmp_path)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    assert server.start_browser({"session_id": "s1", "categories": {"revision": 3, "names": ["page"]}})[0] == 201
+    hosted = server.hosted["s1"]
+    server.set_categories(hosted, Categories(revision=2, names={"console"}))  # older than the start's
+    assert (hosted.categories, hosted.categories_revision) == ({"page"}, 3)
+    server.set_categories(hosted, Categories(revision=4, names={"console", "network"}))
+    assert (hosted.categories, hosted.categories_revision) == ({"console", "network"}, 4)
 
 
 class FailingSandbox:
@@ -138,3 +153,58 @@ def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_whi
     assert not host_words(SimpleNamespace(workdir=tmp_path)).search(answer["message"])
     assert "/var/lib/lantern/sandboxes/s1/run" in caplog.text if failure == "sandbox" else detail in caplog.text
     assert "s1" not in server.hosted and not (tmp_path / "sessions" / "s1").exists()
+
+
+@pytest.fixture
+def control_api(tmp_path, monkeypatch):
+    """The host's control API on a port of 127.0.0.1 (browsers never launched): call(method, path, body, key)."""
+    import http.client
+    import json
+    from http.server import ThreadingHTTPServer
+
+    server = host_server(tmp_path)
+    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_class())
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    def call(method, path, body=None, key=server.control_key):
+        connection = http.client.HTTPConnection(*httpd.server_address, timeout=10)
+        try:
+            connection.request(method, path, body=None if body is None else json.dumps(body),
+                               headers={"Authorization": f"Bearer {key}"})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            connection.close()
+
+    call.server = server
+    yield call
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_route_table_refuses_a_malformed_body_naming_the_field(control_api):
+    status, answer = control_api("POST", "/sessions", {"session_id": "s1", "viewport": {"width": "x", "height": 1}})
+    assert status == 400 and answer["code"] == "bad_request" and answer["message"].startswith("viewport.width: ")
+    assert control_api("POST", "/sessions", {"session_id": "s1", "gpu": True})[1]["message"].startswith("gpu: ")
+    assert control_api("POST", "/sessions", {"session_id": "s1"})[0] == 201
+    status, answer = control_api("POST", "/sessions/s1/computer", {"actions": "click"})
+    assert status == 400 and answer["message"].startswith("actions: ")
+    status, answer = control_api("PUT", "/sessions/s1/categories", {"revision": 5, "names": ["page"]})
+    assert (status, answer) == (200, {"categories": ["page"]})
+    assert control_api.server.hosted["s1"].categories_revision == 5
+
+
+def test_the_route_table_answers_404_for_what_it_does_not_route_and_401_without_the_key(control_api):
+    assert control_api("GET", "/health", key="wrong") == (401, {"code": "unauthorized",
+                                                                "message": "Wrong or missing key for this host."})
+    assert control_api("GET", "/health")[1]["sessions"] == []
+    assert control_api("GET", "/nowhere") == (404, {"code": "not_found", "message": "/nowhere"})
+    assert control_api("GET", "/sessions") == (404, {"code": "not_found", "message": "/sessions"})  # no such method
+    for method, path in (("DELETE", "/sessions/s9"), ("PUT", "/sessions/s9/viewport"),
+                         ("GET", "/sessions/s9/json/version")):
+        assert control_api(method, path, {"width": 1, "height": 1} if method == "PUT" else None)[0] == 404
+    assert control_api("POST", "/sessions", {"session_id": "s1"})[0] == 201
+    assert control_api("DELETE", "/sessions/s1?save_state=0") == (200, {"profile_state": None})

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.browsers import computer, hosts, lifecycle
+from app.browsers import computer, host_client, hosts, lifecycle
 from app.browsers.models import BrowserSession
 from app.core import clock
 from app.core.db import db
@@ -181,8 +181,9 @@ def test_a_persons_typing_and_a_drags_moves_are_waited_for(client, on_fake_host,
     the page at least, whatever its step_delay_ms: the app waits for all of it."""
     session_id = on_fake_host(RecordingHost())
     timeouts = []
-    call = hosts.call
-    monkeypatch.setattr(hosts, "call", lambda *args, timeout: timeouts.append(timeout) or call(*args, timeout=timeout))
+    send = host_client.send
+    monkeypatch.setattr(host_client, "send", lambda *args, timeout: timeouts.append(timeout) or send(*args,
+                                                                                                   timeout=timeout))
     text = "word " * 200
     for path, body in (("type", {"text": text}), ("type", {"text": text, "typo_chance": 0.1}),
                        ("drag_mouse", {"path": [[1, 1], [2, 2]], "steps_per_segment": 10_000, "step_delay_ms": 0})):
@@ -215,9 +216,9 @@ def test_the_request_holds_no_database_connection_while_its_host_runs_the_action
     session_id = on_fake_host(RecordingHost(), new_browser(telemetry={
         "enabled": True, "browser": {"control": {"enabled": True}}})["session_id"])
     during = []
-    call = hosts.call
-    monkeypatch.setattr(hosts, "call", lambda *args, timeout: during.append(db.is_closed()) or call(*args,
-                                                                                                    timeout=timeout))
+    send = host_client.send
+    monkeypatch.setattr(host_client, "send", lambda *args, timeout: during.append(db.is_closed()) or send(
+        *args, timeout=timeout))
     assert client.post(f"/browsers/{session_id}/computer/type", json={"text": "hi", "smooth": True}).status_code == 204
     assert during == [True]
     events = client.get(f"/browsers/{session_id}/telemetry/events").get_json()

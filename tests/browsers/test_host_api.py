@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.browsers import hosts, relay
+from app.browsers import host_client, hosts, relay
 from app.browsers.models import BrowserHost, BrowserLogLine, BrowserSession
 from app.core import clock
 from app.core.db import db
@@ -26,7 +26,7 @@ def test_a_credential_is_stored_as_its_hash_and_the_key_the_app_calls_the_host_w
     with app.app_context(), db.connection_context():
         host = BrowserHost.get(BrowserHost.name == "h1")
         assert host.credential_hash == credential_hash(credential) and credential not in host.control_key
-        assert hosts.control_authorization(host) == f"Bearer {control_key(credential)}"
+        assert host_client.control_authorization(host) == f"Bearer {control_key(credential)}"
         assert hosts.authenticate(credential).id == host.id and hosts.authenticate(credential + "x") is None
 
 
@@ -334,8 +334,8 @@ def test_a_hosts_answer_is_one_a_host_gives_or_a_host_error(app, status, body, m
         with app.app_context(), db.connection_context():
             hosts.add("h1", stand_in.url)
             host = BrowserHost.get(BrowserHost.name == "h1")
-            with pytest.raises(hosts.HostError) as raised:
-                hosts.call(host, "GET", "/health", timeout=5)
+            with pytest.raises(host_client.HostError) as raised:
+                host_client.HostClient(host).health()
     finally:
         stand_in.stop()
     assert (raised.value.public_message, raised.value.code) == (message, code)
@@ -380,8 +380,8 @@ def test_the_app_opens_no_other_scheme_than_http_for_a_host(app, tmp_path):
         hosts.add("odd", "http://127.0.0.1:1")
         host = BrowserHost.get(BrowserHost.name == "odd")
     host.address = f"file://{tmp_path}/leak.json#"
-    with app.app_context(), pytest.raises(hosts.HostError):
-        hosts.call(host, "GET", "/health", timeout=1)
+    with app.app_context(), pytest.raises(host_client.HostError):
+        host_client.send(host, "GET", "/health", timeout=1)
 
 
 def test_a_request_with_too_many_items_is_413_and_hostile_values_refuse_their_report_alone(app, client, add_host,
@@ -426,8 +426,8 @@ def test_the_relay_connects_to_no_socket_a_host_names_unless_a_sandbox_user_owns
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(tmp_path / "some.sock"))
     listener.listen()
-    monkeypatch.setattr(hosts, "call", lambda *args, **kwargs: {"browser_path": "/devtools/browser/x",
-                                                                "socket": str(tmp_path / "some.sock"), "owner": owner})
+    endpoint = {"browser_path": "/devtools/browser/x", "socket": str(tmp_path / "some.sock"), "owner": owner}
+    monkeypatch.setattr(host_client, "send", lambda *args, **kwargs: endpoint)
     try:
         assert relay._open_direct(SimpleNamespace(id="s1", host=None), "") is None
         listener.settimeout(0.2)

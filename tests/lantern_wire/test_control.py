@@ -14,12 +14,12 @@ from lantern_wire.control import (
 )
 
 SHAPES = [
-    StartRequest(session_id="s1", spec=BrowserSpec(headless=False, memory="16GiB", viewport={"width": 1280,
-                 "height": 720}, location={"timezone": "Asia/Tokyo"}, allowed_hosts=["example.com"],
-                 extensions=[{"id": "e1", "zip": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA=="}], kiosk_mode=True,
-                 chrome_policy={"BookmarkBarEnabled": False}),
-                 profile_state={"cookies": [], "origins": []}, categories=Categories(revision=3, names={"console"}),
-                 start_seconds=12.5),
+    StartRequest.of(BrowserSpec(headless=False, memory="16GiB", viewport={"width": 1280, "height": 720},
+                                location={"timezone": "Asia/Tokyo"}, allowed_hosts=["example.com"],
+                                extensions=[{"id": "e1", "zip": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA=="}], kiosk_mode=True,
+                                chrome_policy={"BookmarkBarEnabled": False}),
+                    session_id="s1", profile_state={"cookies": [], "origins": []},
+                    categories=Categories(revision=3, names={"console"}), start_seconds=12.5),
     ComputerRequest(actions=[{"type": "click_mouse", "x": 1, "y": 2}], resend=True),
     ReplayStart(replay_id="abc123", framerate=10, max_seconds=60, max_bytes=1000),
     ViewportChange(width=1024, height=768, restart=True, start_seconds=20),
@@ -31,6 +31,11 @@ SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: type(shape).__name__)
 def test_a_shape_comes_back_as_it_was_sent(shape):
     assert type(shape).model_validate_json(shape.to_json()) == shape
+
+
+def test_a_start_request_carries_its_spec():
+    spec = BrowserSpec(headless=False, viewport={"width": 1024, "height": 768}, stealth=True)
+    assert StartRequest.of(spec, session_id="s1").spec == spec
 
 
 def test_the_defaults_live_in_the_spec():
@@ -49,10 +54,10 @@ def test_categories_travel_sorted_and_the_newest_revision_wins():
 
 
 @pytest.mark.parametrize("shape, body, field", [
-    (StartRequest, {"session_id": "s1", "spec": {"viewport": {"width": "wide", "height": 1}}}, "spec.viewport.width"),
+    (StartRequest, {"session_id": "s1", "viewport": {"width": "wide", "height": 1}}, "viewport.width"),
     (StartRequest, {"session_id": "s 1"}, "session_id"),
-    (StartRequest, {"session_id": "s1", "spec": {"memory": "3GiB"}}, "spec.memory"),
-    (StartRequest, {"session_id": "s1", "spec": {"gpu": True}}, "spec.gpu"),
+    (StartRequest, {"session_id": "s1", "memory": "3GiB"}, "memory"),
+    (StartRequest, {"session_id": "s1", "gpu": True}, "gpu"),
     (StartRequest, {"session_id": "s1", "categories": {"revision": -1}}, "categories.revision"),
     (StartRequest, {"session_id": "s1", "start_seconds": 0}, "start_seconds"),
     (ComputerRequest, {"actions": "click"}, "actions"),
