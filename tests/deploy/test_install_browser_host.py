@@ -69,6 +69,18 @@ def test_the_host_installed_runs_without_the_apps_dependencies(installed):
     assert helped.returncode == 0 and "--advertise" in helped.stdout, helped.stderr
 
 
+def test_the_docs_install_the_host_as_the_installer_does():
+    script = (ROOT / "deploy" / "install-browser-host").read_text()
+    step = script[script.index('echo "3/5'):script.index('echo "4/5')].splitlines()[1:]
+    # The installer's commands with its variables as the docs' example has them, quiet flags aside.
+    commands = [line.replace('"', "").replace("$root", "").replace("$venv", "/srv/lantern/.venv")
+                .replace("$checkout", "/srv/lantern").replace(" -q --disable-pip-version-check", "")
+                for line in step if line and not line.startswith("#") and "--help" not in line]
+    documented = docs_block("sh", "3. The host in a virtualenv").splitlines()
+    assert commands == [line.strip() for line in documented if line.strip()]
+    assert "server" not in commands[-1] and "--no-deps" not in commands[-1]
+
+
 def test_only_the_machines_own_steps_are_left_out_and_the_packages_are_the_docs_and_the_makefiles(installed):
     root, output = installed
     skipped = [line.removeprefix("skipped (--root): ") for line in output.splitlines() if line.startswith("skipped")]
