@@ -6,6 +6,7 @@ database, a schema of its own in that database (selected through the libpq
 and recreate `public`, never touch it.
 """
 import functools
+import importlib
 import itertools
 import os
 import signal
@@ -19,7 +20,6 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
-import websocket
 
 from browserhost import sandbox
 from browserhost import settings as host_settings
@@ -224,11 +224,17 @@ def host_env(env, app_url, credential, packages):
 
 
 def host_packages(folder):
-    """`folder`, holding the one package a browser host needs beyond the standard library (websocket-client)."""
+    """`folder`, holding the packages a browser host needs beyond the standard library (setup.cfg's
+    install_requires and theirs), and nothing of the app's."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "websocket").exists():
-        (folder / "websocket").symlink_to(Path(websocket.__file__).parent)
+    for name in ("websocket", "urllib3", "pydantic", "pydantic_core", "typing_extensions", "annotated_types",
+                 "typing_inspection", "werkzeug", "markupsafe"):
+        module = importlib.import_module(name)
+        source = Path(module.__file__)
+        source = source.parent if source.name == "__init__.py" else source
+        if not (folder / source.name).exists():
+            (folder / source.name).symlink_to(source)
     return folder
 
 

@@ -5,13 +5,23 @@ Not part of the public API: it is left out of the OpenAPI document (the clients 
 and described in docs/operations.md. Authentication skips these paths (app/orgs/auth.py); each view
 finds its host by the bearer credential here.
 """
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, current_app, g, request, send_file
 
 from app.browsers import host_reports, hosts, replays
-from app.core.errors import ApiError, bad_request
+from app.core import blobs
+from app.core.errors import ApiError, bad_request, not_found
 from app.orgs.auth import unauthorized
 from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
-from lantern_wire.reports import Heartbeat, InvalidShape, Registration, ReplayUpload, ReportsRequest, parse
+from lantern_wire.reports import (
+    EXTENSIONS,
+    SHA256,
+    Heartbeat,
+    InvalidShape,
+    Registration,
+    ReplayUpload,
+    ReportsRequest,
+    parse,
+)
 
 blp = Blueprint("browser_hosts", __name__)
 
@@ -85,3 +95,12 @@ def replay(replay_id):
     status = replays.receive(g.browser_host, replay_id, upload.started_at, upload.finished_at, upload.error,
                              request.stream)
     return {"status": status}
+
+
+@blp.get(f"{EXTENSIONS}/<digest>")
+def extension(digest):
+    """An extension's zip archive by its SHA-256, streamed: only one that a session placed on this host and not ended
+    names (a host reads what it was asked to start, not every tenant's extensions)."""
+    if not SHA256.fullmatch(digest) or not host_reports.names_extension(g.browser_host, digest):
+        raise not_found(f"No extension {digest[:64]!r} of a session of browser host {g.browser_host.name!r}.")
+    return send_file(blobs.store().path(digest), mimetype="application/zip", conditional=False)

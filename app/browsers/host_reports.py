@@ -19,6 +19,7 @@ from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, forbidden
 from app.core.text import one_line, storable
+from app.extensions.models import Extension
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
 from lantern_wire.reports import (
     ActivityReport,
@@ -72,6 +73,16 @@ def heartbeat(host, running, active):
     return HeartbeatAnswer(stop=sorted(set(running) - set(current)),
                            categories={session_id: session_categories(session)
                                        for session_id, session in current.items() if session.is_active}).to_dict()
+
+
+def names_extension(host, digest):
+    """Whether a session placed on `host` that has not ended names an extension whose archive is `digest`: the one
+    rule for a host fetching archives (the session is placed before its start is asked, so its start may fetch)."""
+    extension_ids = set()
+    for session in BrowserSession.active().where(BrowserSession.host == host.id):
+        extension_ids.update(session.options.get("extensions", ()))
+    return bool(extension_ids) and Extension.select().where(
+        Extension.id.in_(extension_ids) & (Extension.checksum == digest)).exists()
 
 
 def stopped(host):

@@ -1,5 +1,6 @@
 """The app's internal API for browser hosts (app/browsers/host_api.py): each host's own credential, registering,
 heart-beats, and reports applied once each, in order, for the host's own sessions only."""
+import hashlib
 import json
 import os
 import socket
@@ -463,3 +464,30 @@ def test_a_hosts_answered_calls_are_logged_at_debug_and_its_refused_ones_at_info
     levels = [(record.levelname, record.getMessage().split()[2]) for record in caplog.records
               if record.name == "app.requests"]
     assert levels == [("DEBUG", "200"), ("INFO", "401")]
+
+
+def test_a_host_fetches_an_extension_of_its_own_sessions_only(app, client, add_host, new_browser):
+    """By the archive's hash, streamed; another host, or one whose session ended, is told there is none."""
+    from lantern_wire.reports import EXTENSIONS
+    from tests.extensions.test_extensions import make_zip, upload
+
+    _, first = add_host("h1")
+    _, second = add_host("h2")
+    data = make_zip()
+    extension = upload(client, data, name="demo").get_json()
+    digest = hashlib.sha256(data).hexdigest()
+    unnamed = hashlib.sha256(make_zip({"manifest.json": "{}"})).hexdigest()
+    session_id = new_browser(extensions=[{"id": extension["id"]}])["session_id"]
+    on_host(app, session_id, "h1")
+
+    def fetch(poster, name):
+        response = poster.client.get(f"{EXTENSIONS}/{name}", headers={"Authorization": f"Bearer {poster.credential}"})
+        body = response.data
+        response.close()
+        return response.status_code, body
+
+    assert fetch(first, digest) == (200, data)
+    assert fetch(second, digest)[0] == 404 and fetch(first, unnamed)[0] == 404
+    assert fetch(first, "../" + digest)[0] == 404 and fetch(first, digest.upper())[0] == 404
+    client.delete(f"/browsers/{session_id}")
+    assert fetch(first, digest)[0] == 404
