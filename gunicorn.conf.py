@@ -19,6 +19,7 @@ import socket
 import time
 
 import gevent
+from gunicorn.errors import AppImportError
 from gunicorn.http import errors
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.workers.ggevent import GeventWorker
@@ -45,7 +46,12 @@ class LanternWorker(GeventWorker):
         self.alive = False
 
     def load_wsgi(self):
-        super().load_wsgi()
+        from app.core.settings import SettingsError
+
+        try:
+            super().load_wsgi()
+        except SettingsError as error:  # gunicorn prints its one line and stops, instead of starting workers again
+            raise AppImportError(str(error)) from None
         self.wsgi = _closing_when_body_unread(self.wsgi)
 
     def handle_request(self, listener_name, req, sock, addr):

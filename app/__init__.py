@@ -4,9 +4,9 @@ import os
 
 from flask import Flask
 
-from app import config, streams
+from app import streams
 from app.core import api as core_api
-from app.core import blobs, crypto, db, docs, errors, jsonprovider, periodic, requestlog
+from app.core import blobs, crypto, db, docs, errors, jsonprovider, periodic, requestlog, settings
 from app.orgs import auth
 
 
@@ -24,13 +24,8 @@ class Lantern(Flask):
 
 def create_app(test_config=None):
     app = Lantern(__name__, instance_relative_config=True, static_folder=None)
-    app.config.from_object(config.DefaultConfig)
-    app.config.from_pyfile("config.py", silent=True)
-    app.config.from_prefixed_env(prefix="LANTERN")
-    app.config.update(test_config or {})
     os.makedirs(app.instance_path, exist_ok=True)
-    if not app.config["DATABASE_URL"]:
-        app.config["DATABASE_URL"] = f"sqlite:///{os.path.join(app.instance_path, 'lantern.db')}"
+    settings.init_app(app, test_config)
 
     db.init_app(app)
     crypto.init_app(app)
@@ -76,16 +71,16 @@ def register_internal_blueprints(app):
 
 
 def register_periodic_tasks(app):
-    """What each worker does on a timer (wsgi.py starts the loop), by the setting of its interval."""
+    """What each worker does on a timer (wsgi.py starts the loop), by the setting of its interval (0 or None: never)."""
     from app.auth_connections.health import run_due_checks
     from app.browsers.lifecycle import end_idle_sessions
     from app.browsers.lost_hosts import end_sessions_of_lost_hosts
     from app.browsers.telemetry import prune_archive
 
-    periodic.init_app(app, [("BROWSER_IDLE_SWEEP_SECONDS", end_idle_sessions),
-                            ("TELEMETRY_PRUNE_INTERVAL_SECONDS", prune_archive),
-                            ("BROWSER_HOST_HEARTBEAT_SECONDS", end_sessions_of_lost_hosts),
-                            ("AUTH_HEALTH_CHECK_POLL_SECONDS", run_due_checks)])
+    periodic.init_app(app, [("browser_idle_sweep_seconds", end_idle_sessions),
+                            ("telemetry_prune_interval_seconds", prune_archive),
+                            ("browser_host_heartbeat_seconds", end_sessions_of_lost_hosts),
+                            ("auth_health_check_poll_seconds", run_due_checks)])
 
 
 def register_commands(app):

@@ -1,9 +1,9 @@
 """`flask --app app auth ...`: run due health checks (for installs that prefer cron to the scheduler)."""
 import click
-from flask import current_app
 from flask.cli import AppGroup
 
 from app.auth_connections import health
+from app.core.settings import settings
 
 auth_cli = AppGroup("auth", help="Managed auth connections.")
 
@@ -11,6 +11,6 @@ auth_cli = AppGroup("auth", help="Managed auth connections.")
 @auth_cli.command("check")
 def check_command():
     """Run the health checks that are due now."""
-    config = current_app.config
-    checked = health.run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"], limit=10000)
+    config = settings()
+    checked = health.run_due(timeout=config.auth_flow_http_timeout_seconds, limit=10000)
     click.echo(f"checked {checked} auth connection(s)")

@@ -3,7 +3,6 @@ listing and the timeline."""
 import json
 from datetime import timedelta
 
-from flask import current_app
 from peewee import SQL, Value, fn
 
 from app.auth_connections import loginflow
@@ -12,6 +11,7 @@ from app.core import clock
 from app.core.compiled import CompiledQuery
 from app.core.db import save_or_conflict
 from app.core.errors import ApiError, bad_request, conflict, not_found
+from app.core.settings import settings
 from app.core.text import host_of
 from app.credentials.models import Credential, CredentialProvider
 from app.orgs.models import Project
@@ -26,7 +26,7 @@ def pair_taken(profile_name, domain):
 
 
 def default_interval():
-    return max(3600, current_app.config["MIN_HEALTH_CHECK_INTERVAL_SECONDS"])
+    return max(3600, settings().min_health_check_interval_seconds)
 
 
 def create(project, args):

@@ -10,13 +10,12 @@ two workers never check the same one twice.
 import logging
 from datetime import timedelta
 
-from flask import current_app
-
 from app.auth_connections import credentials, loginflow
 from app.auth_connections.formdriver import FormLogin, LoginError
 from app.auth_connections.models import AUTHENTICATED, NEEDS_AUTH, REAUTH, AuthConnection, HealthCheck
 from app.core import clock
 from app.core.db import db
+from app.core.settings import settings
 from app.profiles.models import Profile
 
 logger = logging.getLogger(__name__)
@@ -77,5 +76,5 @@ def run_due(*, timeout, limit=20):
 
 
 def run_due_checks():
-    config = current_app.config
-    run_due(timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"])
+    config = settings()
+    run_due(timeout=config.auth_flow_http_timeout_seconds)

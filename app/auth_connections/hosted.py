@@ -8,7 +8,7 @@ follows the events stream, and submits through the same submit logic as the API.
 """
 from pathlib import Path
 
-from flask import Response, current_app, jsonify, request
+from flask import Response, jsonify, request
 from flask.views import MethodView
 
 from app.auth_connections import loginflow, schemas, stream
@@ -16,6 +16,7 @@ from app.auth_connections.models import AuthConnection, LoginFlow
 from app.core import sse
 from app.core.api import Blueprint
 from app.core.errors import not_found
+from app.core.settings import settings
 
 PAGE = (Path(__file__).parent / "static" / "hosted.html").read_text()
 PUBLIC = {"security": []}
@@ -76,7 +77,7 @@ class HostedEvents(MethodView):
     def get(self, flow_id):
         """Follow the flow from the hosted page (SSE)"""
         flow = authorised_flow(flow_id)
-        config = current_app.config
+        config = settings()
         return sse.stream(stream.follow(AuthConnection.get_by_id(flow.connection_id), flow=flow,
-                                        heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
-                                        poll_seconds=config["STREAM_POLL_SECONDS"]))
+                                        heartbeat_seconds=config.sse_heartbeat_seconds,
+                                        poll_seconds=config.stream_poll_seconds))

@@ -49,6 +49,7 @@ from app.core import clock, crypto
 from app.core.db import db, exclusive
 from app.core.errors import bad_request, conflict
 from app.core.ids import new_id
+from app.core.settings import settings
 from app.orgs.models import hash_key
 from app.profiles.models import save_profile_state
 from app.streams.follow import wait_for
@@ -116,7 +117,7 @@ def start(connection, flow_type=LOGIN):
         now = clock.now()
         flow = LoginFlow(id=new_id(), connection=connection.id, flow_type=flow_type, status=IN_PROGRESS,
                          step=DISCOVERING, started_at=now,
-                         expires_at=now + timedelta(seconds=current_app.config["AUTH_FLOW_LIFETIME_SECONDS"]))
+                         expires_at=now + timedelta(seconds=settings().auth_flow_lifetime_seconds))
         flow.save(force_insert=True)
         record(flow)
     announce(connection.id)
@@ -366,9 +367,9 @@ class Runner:
                 self.login = None
                 logger.info("flow %s goes on without a stored credential: %s", self.flow_id, error)
         self.connection = connection
-        config = self.app.config
+        config = settings(self.app)
         self.driver = FormLogin(allowed_hosts=login_credentials.allowed_hosts(connection),
-                                timeout=config["AUTH_FLOW_HTTP_TIMEOUT_SECONDS"],
+                                timeout=config.auth_flow_http_timeout_seconds,
                                 never_in_url=self.login.passwords if self.login is not None else ())
         try:
             page = self.driver.open(login_credentials.login_url(connection))
@@ -463,7 +464,7 @@ class Runner:
                 return answer
 
         answer = wait_for(AuthConnection.subject_of(self.connection_id), answered, limit_seconds=None,
-                          poll_seconds=self.app.config["STREAM_POLL_SECONDS"])
+                          poll_seconds=settings(self.app).stream_poll_seconds)
         if answer is None:  # the server is stopping
             # This runner will not come back with the worker: end the flow so a new one can start.
             self.finish(FAILED, error_code="server_restarting",

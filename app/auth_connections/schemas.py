@@ -1,11 +1,11 @@
 """Request and response shapes of managed auth connections (contract 6.7)."""
 import marshmallow as ma
-from flask import current_app
 from marshmallow import validate
 
 from app.browsers.schemas import REGIONS, ProxyRef, TelemetryConfig
 from app.core.fields import Choice, JsonBoolean, JsonInteger
 from app.core.paging import PageArgsSchema
+from app.core.settings import settings
 from app.profiles.schemas import PROFILE_NAME
 
 MAX_HEALTH_CHECK_INTERVAL = 86400
@@ -40,7 +40,7 @@ class CredentialRef(ma.Schema):
 
 
 def health_check_interval_in_range(value):
-    floor = current_app.config["MIN_HEALTH_CHECK_INTERVAL_SECONDS"]
+    floor = settings().min_health_check_interval_seconds
     if not floor <= value <= MAX_HEALTH_CHECK_INTERVAL:
         raise ma.ValidationError(f"Must be between {floor} and {MAX_HEALTH_CHECK_INTERVAL} seconds.")
 

@@ -1,5 +1,5 @@
 """Managed auth connections (/auth/connections): CRUD, login, submit, events, timeline."""
-from flask import current_app, g
+from flask import g
 from flask.views import MethodView
 
 from app.auth_connections import connections, loginflow, schemas, stream
@@ -7,6 +7,7 @@ from app.auth_connections.models import AuthConnection
 from app.core import clock, sse, urls
 from app.core.api import Blueprint
 from app.core.paging import PAGE_HEADERS, page
+from app.core.settings import settings
 
 blp = Blueprint("auth_connections", __name__, url_prefix="/auth/connections",
                 description="Profiles kept logged in to a site: login flows, submissions, events, health checks.")
@@ -14,7 +15,7 @@ blp = Blueprint("auth_connections", __name__, url_prefix="/auth/connections",
 
 def public_base_url():
     """Where the hosted login page is reached: AUTH_PUBLIC_BASE_URL, else where the API is (app/core/urls.py)."""
-    return current_app.config["AUTH_PUBLIC_BASE_URL"] or urls.public_base_url()
+    return settings().auth_public_base_url or urls.public_base_url()
 
 
 @blp.route("")
@@ -85,9 +86,9 @@ class Events(MethodView):
     def get(self, connection_id):
         """Follow the login flow: its state now and at every change, until it ends (SSE)"""
         connection = AuthConnection.lookup(g.project, connection_id)
-        config = current_app.config
-        return sse.stream(stream.follow(connection, heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
-                                        poll_seconds=config["STREAM_POLL_SECONDS"]))
+        config = settings()
+        return sse.stream(stream.follow(connection, heartbeat_seconds=config.sse_heartbeat_seconds,
+                                        poll_seconds=config.stream_poll_seconds))
 
 
 @blp.route("/<connection_id>/timeline")

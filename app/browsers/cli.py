@@ -1,13 +1,13 @@
 """`flask --app app browsers ...`: browser hosts' credentials; archive pruning and ending timed-out sessions, for
 cron. The browser host itself is its own program (`python -m browserhost`)."""
 import click
-from flask import current_app
 from flask.cli import AppGroup
 
 from app.browsers import hosts, lifecycle, replays, telemetry
 from app.browsers.lost_hosts import end_sessions_of_lost_hosts
 from app.core.db import db
 from app.core.errors import ApiError
+from app.core.settings import settings
 from app.orgs.models import Organization
 
 browsers_cli = AppGroup("browsers", help="Browser sessions and their telemetry.")
@@ -18,12 +18,12 @@ browsers_cli = AppGroup("browsers", help="Browser sessions and their telemetry."
               help="Keep this much history (default: TELEMETRY_RETENTION_SECONDS).")
 def prune_command(retention_seconds):
     """End timed-out sessions; delete telemetry, log lines and recordings older than the retention."""
-    retention = current_app.config["TELEMETRY_RETENTION_SECONDS"] if retention_seconds is None else retention_seconds
+    retention = settings().telemetry_retention_seconds if retention_seconds is None else retention_seconds
     with db.connection_context():
         for org in Organization.select(Organization.id):
             lifecycle.expire_idle(org.id)
         deleted = telemetry.prune(retention)
-        recordings = replays.prune(current_app.config["REPLAY_RETENTION_SECONDS"] if retention_seconds is None
+        recordings = replays.prune(settings().replay_retention_seconds if retention_seconds is None
                                    else retention_seconds)
     click.echo(f"deleted {deleted['TelemetryEvent']} telemetry event(s), {deleted['BrowserLogLine']} log line(s) and "
                f"{recordings} recording(s)")
@@ -59,7 +59,7 @@ def hosts_add_command(name, address, replace, quiet):
 @hosts_cli.command("list")
 def hosts_list_command():
     """The browser hosts: state, address, capacity, sessions, last heartbeat."""
-    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    timeout = settings().browser_host_timeout_seconds
     with db.connection_context():
         rows = hosts.listing(timeout)
     if not rows:

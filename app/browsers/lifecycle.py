@@ -5,7 +5,6 @@ its record with deleted_at. Ending is one conditional UPDATE (`deleted_at IS NUL
 session (a request, a stream that noticed the timeout, a host, a worker's sweep) does the after-end work
 exactly once: its browser stops and its streams close.
 """
-from flask import current_app
 
 from app import streams
 from app.browsers import replays
@@ -15,6 +14,7 @@ from app.core import clock
 from app.core.compiled import CompiledQuery
 from app.core.db import db
 from app.core.errors import conflict
+from app.core.settings import settings
 from app.orgs.models import Project
 from app.streams import telemetry_buffers
 
@@ -30,7 +30,7 @@ def touch(session):
     session already past its deadline (that one has timed out, whoever notices first).
     """
     now = clock.now()
-    if (now - session.last_active_at).total_seconds() < current_app.config["BROWSER_ACTIVITY_WRITE_SECONDS"]:
+    if (now - session.last_active_at).total_seconds() < settings().browser_activity_write_seconds:
         return
     deadline = session.deadline_from(now)
     (BrowserSession.update(last_active_at=now, idle_deadline=deadline)

@@ -16,12 +16,13 @@ from app.browsers.models import ENDED_BY_HOST_LOST, BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError
+from app.core.settings import settings
 
 
 def end_sessions_of_lost_hosts():
     """A host that stopped heart-beating took its browsers with it, and a revoked host's browsers are no longer
     trusted: their sessions end."""
-    timeout = current_app.config["BROWSER_HOST_TIMEOUT_SECONDS"]
+    timeout = settings().browser_host_timeout_seconds
     listening_since = current_app.extensions.setdefault("lost_hosts_listening_since", clock.now())
     judging_silence = clock.now() - listening_since >= timedelta(seconds=timeout)
     with db.connection_context():

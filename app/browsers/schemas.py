@@ -4,14 +4,16 @@ import zoneinfo
 from urllib.parse import parse_qs, urlsplit
 
 import marshmallow as ma
-from flask import current_app, has_app_context
+from flask import has_app_context
 from marshmallow import validate
 
 from app.browsers import chrome_policy
 from app.browsers.models import END_REASONS
+from app.config import MAX_TIMEOUT_SECONDS
 from app.core import clock
 from app.core.fields import Choice, JsonBoolean, JsonInteger, PathName
 from app.core.paging import MAX_INT64, PageArgsSchema
+from app.core.settings import settings
 from app.core.timewindow import TimePoint
 from app.invocations.schemas import LogLineSchema
 from app.profiles.schemas import ProfileSchema
@@ -24,7 +26,6 @@ RECORD_MEMORY = ["1GiB", "2GiB", "4GiB", "6GiB", "8GiB", "12GiB", "16GiB"]
 VIDEO_MEMORY = ["2GiB", "4GiB"]
 # Categories a session's telemetry config can switch; `monitor` always flows with the others.
 CONFIGURABLE_CATEGORIES = [c for c in CATEGORIES if c != "monitor"]
-MAX_TIMEOUT_SECONDS = 259200
 LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
 
 
@@ -37,7 +38,7 @@ class SettingMin(validate.Range):
         self.setting = setting
 
     def __call__(self, value):
-        minimum = current_app.config[self.setting] if has_app_context() else self.min
+        minimum = getattr(settings(), self.setting) if has_app_context() else self.min
         return validate.Range(minimum, self.max)(value)
 
 
@@ -254,7 +255,7 @@ class BrowserCreateSchema(ma.Schema):
     stealth = JsonBoolean(load_default=False)
     tags = Tags
     telemetry = ma.fields.Nested(TelemetryConfig, allow_none=True)
-    timeout_seconds = JsonInteger(load_default=60, validate=SettingMin("BROWSER_MIN_TIMEOUT_SECONDS", 10,
+    timeout_seconds = JsonInteger(load_default=60, validate=SettingMin("browser_min_timeout_seconds", 10,
                                                                      MAX_TIMEOUT_SECONDS),
                                   metadata={"description": "inactivity timeout, 10..259200 s"})
     vaults = ma.fields.List(ma.fields.Nested(ExactlyOneRef), validate=validate.Length(max=20))
@@ -417,7 +418,7 @@ class TelemetryIngestSchema(ma.Schema):
     @ma.post_load
     def valid_events(self, data, **kwargs):
         """The normalized events; a batch with any invalid event is refused whole."""
-        most = current_app.config["TELEMETRY_MAX_BATCH"]
+        most = settings().telemetry_max_batch
         if len(data["events"]) > most:
             raise ma.ValidationError(f"At most {most} events per request.", "events")
         now_us = clock.micros(clock.now())

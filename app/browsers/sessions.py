@@ -3,7 +3,6 @@ its listing. Activity, the inactivity timeout and the end are app/browsers/lifec
 """
 import json
 
-from flask import current_app
 from peewee import JOIN, fn
 
 from app.browsers import running
@@ -21,6 +20,7 @@ from app.core.compiled import CompiledQuery
 from app.core.db import by_status, exclusive, save_or_conflict
 from app.core.errors import conflict, not_found
 from app.core.ids import new_id
+from app.core.settings import settings as app_settings
 from app.extensions.models import Extension
 from app.invocations.models import Invocation
 from app.orgs.models import Organization, Project
@@ -60,7 +60,7 @@ def blocking_limit(project, org):
 
 def create(project, args):
     """A new active session, or 429 when a cap is reached; references are resolved first (404s)."""
-    driver = driver_named(current_app.config["BROWSER_DRIVER"])
+    driver = driver_named(app_settings().browser_driver)
     driver.refuse_unsupported(args, update=False)
     settings = {key: args[key] for key in SETTINGS_KEYS if key in args}
     settings["telemetry"] = resolved_telemetry(args.get("telemetry"))
@@ -79,7 +79,7 @@ def create(project, args):
         memory=args.get("memory") or ("1GiB" if args["headless"] else "8GiB"),
         timeout_seconds=args["timeout_seconds"], settings=json.dumps(settings),
         telemetry_enabled=settings["telemetry"].get("enabled", False),
-        driver=current_app.config["BROWSER_DRIVER"], cdp_ws_url="", webdriver_ws_url="",
+        driver=app_settings().browser_driver, cdp_ws_url="", webdriver_ws_url="",
         created_at=now, last_active_at=now,
     )
     session.idle_deadline = session.deadline_from(now)
@@ -89,7 +89,7 @@ def create(project, args):
         reached = blocking_limit(project, org)
         if reached:
             raise concurrency_limit_error("max_concurrent_sessions", reached,
-                                          retry_after=current_app.config["BROWSER_RETRY_AFTER_SECONDS"],
+                                          retry_after=app_settings().browser_retry_after_seconds,
                                           advice="End a session or retry later.")
         if profile is not None:
             refuse_second_writer(profile, session.profile_save_changes, session)
@@ -205,6 +205,8 @@ def _update_record(session, args):
         if args.get("telemetry"):
             settings["telemetry"] = resolved_telemetry(args["telemetry"], settings["telemetry"])
             current.telemetry_enabled = settings["telemetry"]["enabled"]
+            # A host keeps the newest revision of a session's categories it is told (drivers.categories).
+            settings["telemetry_revision"] = settings.get("telemetry_revision", 0) + 1
         if "location" in args:
             location = dict(settings.get("location") or {}, **args["location"])
             settings["location"] = {k: v for k, v in location.items() if v is not None}

@@ -11,7 +11,7 @@ import sys
 import threading
 from datetime import timedelta
 
-from flask import Response, after_this_request, current_app
+from flask import Response, after_this_request
 from peewee import SqliteDatabase
 
 from app import streams
@@ -21,6 +21,7 @@ from app.browsers.telemetry_settings import captured
 from app.core import clock, sse
 from app.core.db import db, exclusive
 from app.core.jsonprovider import ascii_json
+from app.core.settings import settings
 from app.streams import channels, telemetry_buffers
 from lantern_wire.telemetry import EVENT_CATEGORY
 
@@ -105,7 +106,7 @@ def _rows(session_id, first_seq, ts_high, events, now):
 def _within_budget(session, rows):
     """(the first of `rows` that fit the session's archive budget, their size in bytes): a session's events
     are kept up to TELEMETRY_ARCHIVE_SESSION_MAX_BYTES of JSON, the rest dropped, so seqs stay gapless."""
-    budget = current_app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"]
+    budget = settings().telemetry_archive_session_max_bytes
     size = sum(len(row[6]) for row in rows)  # ASCII (ascii_json): characters are bytes
     if budget is None or session.telemetry_bytes + size <= budget:
         return rows, size
@@ -126,7 +127,7 @@ def _say_archive_full(session, now):
            & (BrowserLogLine.log_name == LANTERN_LOG))
     if BrowserLogLine.select().where(log & BrowserLogLine.message.startswith(ARCHIVE_FULL)).exists():
         return False
-    budget = current_app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"]
+    budget = settings().telemetry_archive_session_max_bytes
     BrowserLogLine.create(session=session.id, source="supervisor", log_name=LANTERN_LOG, timestamp=now,
                           received_at=now, message=f"{ARCHIVE_FULL}: its events take the {budget} bytes a session "
                           "may have archived (TELEMETRY_ARCHIVE_SESSION_MAX_BYTES). Its later events are dropped "
@@ -297,10 +298,10 @@ def _id_where(session_id, condition, *, last):
 
 def prune_archive():
     with db.connection_context():
-        prune(current_app.config["TELEMETRY_RETENTION_SECONDS"])
-        replays.prune(current_app.config["REPLAY_RETENTION_SECONDS"])
+        prune(settings().telemetry_retention_seconds)
+        replays.prune(settings().replay_retention_seconds)
     # Buffers and channels nobody used for a while are only caches and wake-up signals: drop them.
-    idle = current_app.config["TELEMETRY_PRUNE_INTERVAL_SECONDS"]
+    idle = settings().telemetry_prune_interval_seconds
     telemetry_buffers().discard_idle(idle)
     channels().discard_idle(idle)
 

@@ -18,6 +18,8 @@ import time
 from flask import current_app
 from peewee import CharField
 
+from app.core.settings import settings
+
 CHUNK = 1024 * 1024
 
 
@@ -75,8 +77,7 @@ class BlobStore:
 
 
 def init_app(app):
-    root = app.config["BLOB_DIR"] or os.path.join(app.instance_path, "blobs")
-    app.extensions["blobs"] = BlobStore(root)
+    app.extensions["blobs"] = BlobStore(settings(app).blob_dir)
 
 
 def store():
@@ -94,7 +95,7 @@ def _ref_fields(base):
 
 def _old_enough(path):
     try:
-        return time.time() - os.path.getmtime(path) >= current_app.config["BLOB_GRACE_SECONDS"]
+        return time.time() - os.path.getmtime(path) >= settings().blob_grace_seconds
     except FileNotFoundError:
         return False
 

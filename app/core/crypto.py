@@ -13,6 +13,8 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from flask import current_app
 from peewee import TextField
 
+from app.core.settings import settings
+
 logger = logging.getLogger(__name__)
 KEY_FILE = "encryption.keys"
 
@@ -22,15 +24,10 @@ class CiphertextField(TextField):
 
 
 def configured_keys(app):
-    """ENCRYPTION_KEYS as a list (a list, or one comma-separated string); else the instance file."""
-    keys = app.config.get("ENCRYPTION_KEYS")
+    """ENCRYPTION_KEYS (app/config.py checked it); else the instance file."""
+    keys = settings(app).encryption_keys
     if keys is None:
         return load_or_create_key_file(os.path.join(app.instance_path, KEY_FILE))
-    if isinstance(keys, str):
-        keys = [k.strip() for k in keys.split(",") if k.strip()]
-    if not keys:
-        # An empty setting is a mistake (a variable set to ""), not a request for a new key.
-        raise RuntimeError("ENCRYPTION_KEYS is set but empty; give at least one Fernet key or unset it.")
     return list(keys)
 
 

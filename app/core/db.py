@@ -12,6 +12,7 @@ from playhouse.postgres_ext import PooledPsycopg3Database
 
 from app.core.compiled import CompiledQuery
 from app.core.errors import not_found
+from app.core.settings import settings
 
 db = DatabaseProxy()
 
@@ -164,10 +165,10 @@ def open_database(url, *, sqlite_pragmas=None, pool_size=20, pool_timeout=10):
 
 def init_app(app):
     database = open_database(
-        app.config["DATABASE_URL"],
-        sqlite_pragmas=app.config["SQLITE_PRAGMAS"],
-        pool_size=app.config["DB_POOL_SIZE"],
-        pool_timeout=app.config["DB_POOL_TIMEOUT_SECONDS"],
+        settings(app).database_url,
+        sqlite_pragmas=settings(app).sqlite_pragmas,
+        pool_size=settings(app).db_pool_size,
+        pool_timeout=settings(app).db_pool_timeout_seconds,
     )
     db.initialize(database)
     app.extensions["database"] = database

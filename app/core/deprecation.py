@@ -4,24 +4,24 @@ import functools
 from email.utils import formatdate
 from urllib.parse import quote
 
-from flask import after_this_request, current_app, request
+from flask import after_this_request, request
 
 from app.core import clock
 from app.core.errors import ApiError
+from app.core.settings import settings
 
 
-def sunset_route(config_prefix, successor_of=lambda path: "/org" + path):
+def sunset_route(prefix, successor_of=lambda path: "/org" + path):
     """Wrap a view served on a deprecated path.
 
-    `<config_prefix>_DEPRECATED_AT` and `<config_prefix>_SUNSET_AT` (RFC 3339)
-    come from configuration so tests can move the clock across the sunset.
+    Settings `<prefix>_deprecated_at` and `<prefix>_sunset_at` (instants) are configuration so tests can
+    move the clock across the sunset.
     """
     def decorate(view):
         @functools.wraps(view)
         def wrapper(*args, **kwargs):
-            config = current_app.config
-            deprecated_at = clock.parse_rfc3339(config[f"{config_prefix}_DEPRECATED_AT"])
-            sunset_at = clock.parse_rfc3339(config[f"{config_prefix}_SUNSET_AT"])
+            deprecated_at = clock.to_naive_utc(getattr(settings(), f"{prefix}_deprecated_at"))
+            sunset_at = clock.to_naive_utc(getattr(settings(), f"{prefix}_sunset_at"))
             # Quoted: the path is the caller's, and a header must stay one well-formed Link.
             successor = quote(successor_of(request.path), safe="/")
             link = f'<{successor}>; rel="successor-version"'

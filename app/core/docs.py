@@ -12,6 +12,7 @@ from importlib.resources import files
 from flask import Blueprint, send_from_directory
 
 from app.core.errors import not_found
+from app.core.settings import settings
 
 DIST = files("flask_swagger_ui") / "dist"
 # (Flask adds "; charset=utf-8" to the text types.)
@@ -49,6 +50,6 @@ def asset(filename):
 
 def init_app(app):
     """Serve the assets at OPENAPI_SWAGGER_UI_URL when it is a path here; a URL elsewhere (a CDN) is left alone."""
-    base = app.config.get("OPENAPI_SWAGGER_UI_URL") or ""
+    base = settings(app).openapi_swagger_ui_url
     if base.startswith("/") and not base.startswith("//"):
         app.register_blueprint(blp, url_prefix=base.rstrip("/"))

@@ -1,8 +1,9 @@
 """GET /: what this server is and where its API is described (public, like the docs)."""
 import marshmallow as ma
-from flask import Response, current_app
+from flask import Response
 
 from app.core.api import Blueprint
+from app.core.settings import settings
 
 PUBLIC = {"security": []}
 
@@ -22,9 +23,9 @@ class HomeSchema(ma.Schema):
 @blp.doc(**PUBLIC)
 def index():
     """What this server is; links to the interactive docs and the OpenAPI document"""
-    config = current_app.config
-    return {"name": config["API_TITLE"], "version": config["API_VERSION"],
-            "docs": "/" + config["OPENAPI_SWAGGER_UI_PATH"], "openapi": "/" + config["OPENAPI_JSON_PATH"],
+    config = settings()
+    return {"name": config.api_title, "version": config.api_version,
+            "docs": "/" + config.openapi_swagger_ui_path, "openapi": "/" + config.openapi_json_path,
             "authentication": "Every other route needs 'Authorization: Bearer <API key>'."}
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from flask import g, request
 
 from app.core import clock
+from app.core.settings import settings
 from app.core.text import CONTROLS
 
 logger = logging.getLogger("app.requests")
@@ -83,13 +84,10 @@ def skip_unused_record_fields():
 
 
 def init_app(app):
-    if app.config["LOG_FORMAT"] not in FORMATTERS:
-        raise ValueError(f"LOG_FORMAT must be one of {sorted(FORMATTERS)}, "
-                         f"not {app.config['LOG_FORMAT']!r}")
     if not logging.getLogger().handlers and not app.testing:
         handler = logging.StreamHandler()
-        handler.setFormatter(FORMATTERS[app.config["LOG_FORMAT"]]())
-        logging.basicConfig(level=app.config["LOG_LEVEL"], handlers=[handler])
+        handler.setFormatter(FORMATTERS[settings(app).log_format]())
+        logging.basicConfig(level=settings(app).log_level, handlers=[handler])
         skip_unused_record_fields()
 
     @app.before_request

@@ -10,10 +10,9 @@ none once the worker is stopping; past either cap a new stream gets 503 at once.
 import threading
 from collections import Counter
 
-from flask import current_app
-
 from app.core import shutdown
 from app.core.errors import ApiError
+from app.core.settings import settings
 
 _lock = threading.Lock()
 _open = Counter()  # organization id (None: streams authorised another way) -> open streams
@@ -28,19 +27,19 @@ def set_worker_connections(count):
 
 def worker_cap(config):
     """STREAMS_PER_WORKER, else the worker's connections less those kept for ordinary requests."""
-    if config["STREAMS_PER_WORKER"]:
-        return config["STREAMS_PER_WORKER"]
-    connections = _worker_connections or config["STREAMS_DEFAULT_WORKER_CONNECTIONS"]
-    return max(1, connections - min(config["STREAMS_RESERVED_CONNECTIONS"], connections // 2))
+    if config.streams_per_worker:
+        return config.streams_per_worker
+    connections = _worker_connections or config.streams_default_worker_connections
+    return max(1, connections - min(config.streams_reserved_connections, connections // 2))
 
 
 def org_cap(config):
-    return config["STREAMS_PER_ORG"] or max(1, worker_cap(config) // 2)
+    return config.streams_per_org or max(1, worker_cap(config) // 2)
 
 
 def admit(org_id):
     """A slot for one more stream of `org_id`; its `release()` may be called any number of times."""
-    config = current_app.config
+    config = settings()
     if shutdown.stopping.is_set():
         raise ApiError(503, "server_restarting", "The server is restarting; open the stream again shortly.",
                        headers={"Retry-After": "1"})
@@ -62,7 +61,7 @@ def _too_many(scope, limit, usage, config):
         "close a stream or retry later.",
         details=[{"code": "stream_limit", "scope": scope, "limit": limit, "usage": usage,
                   "message": f"{scope} limit {limit}, {usage} open"}],
-        headers={"Retry-After": str(config["STREAMS_RETRY_AFTER_SECONDS"])})
+        headers={"Retry-After": str(config.streams_retry_after_seconds)})
 
 
 def open_streams():

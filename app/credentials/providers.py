@@ -2,9 +2,8 @@
 import logging
 from dataclasses import dataclass
 
-from flask import current_app
-
 from app.core import clock
+from app.core.settings import settings
 from app.core.text import host_of
 from app.credentials.connect import ConnectClient, ConnectError
 from app.credentials.models import CredentialProvider
@@ -18,9 +17,9 @@ _item_cache = {}
 
 
 def client_for(provider):
-    config = current_app.config
-    return ConnectClient(provider.url or config["ONEPASSWORD_CONNECT_URL"], provider.token,
-                         timeout=config["CREDENTIAL_PROVIDER_TIMEOUT_SECONDS"])
+    config = settings()
+    return ConnectClient(provider.url or config.onepassword_connect_url, provider.token,
+                         timeout=config.credential_provider_timeout_seconds)
 
 
 def test_provider(provider):

@@ -6,9 +6,8 @@ import urllib.error
 import urllib.request
 from urllib.parse import quote, urlparse
 
-from flask import current_app
-
 from app.core.errors import ApiError, bad_request
+from app.core.settings import settings
 from app.extensions.archive import InvalidArchive, crx_to_zip, validate_zip
 
 EXTENSION_ID = re.compile(r"^[a-p]{32}$")
@@ -28,12 +27,12 @@ def extension_id(store_url):
 
 def fetch_zip(store_url, os_name):
     """Download the CRX for the extension `store_url` names and return its ZIP bytes."""
-    config = current_app.config
+    config = settings()
     ext_id = extension_id(store_url)
-    crx_url = config["CHROME_STORE_CRX_URL"].format(id=quote(ext_id), os=quote(os_name))
-    limit = config["EXTENSION_MAX_UPLOAD_BYTES"]
+    crx_url = config.chrome_store_crx_url.format(id=quote(ext_id), os=quote(os_name))
+    limit = config.extension_max_upload_bytes
     try:
-        with urllib.request.urlopen(crx_url, timeout=config["CHROME_STORE_TIMEOUT_SECONDS"]) as response:
+        with urllib.request.urlopen(crx_url, timeout=config.chrome_store_timeout_seconds) as response:
             if response.status == 204:
                 raise not_in_store(ext_id)
             data = response.read(limit + 1)
@@ -49,8 +48,8 @@ def fetch_zip(store_url, os_name):
         raise not_in_store(ext_id)
     try:
         archive = crx_to_zip(data)
-        validate_zip(io.BytesIO(archive), max_uncompressed=config["EXTENSION_MAX_UNCOMPRESSED_BYTES"],
-                     max_entries=config["EXTENSION_MAX_ENTRIES"])
+        validate_zip(io.BytesIO(archive), max_uncompressed=config.extension_max_uncompressed_bytes,
+                     max_entries=config.extension_max_entries)
         return ext_id, archive
     except InvalidArchive as error:
         raise ApiError(502, "chrome_store_bad_response", f"The store's answer is not a usable extension: {error}") \

@@ -1,13 +1,14 @@
 """Extensions (/extensions): upload, list, download, metadata, delete, and from the Chrome Web Store."""
 import os
 
-from flask import Response, current_app, g, request, send_file
+from flask import Response, g, request, send_file
 from flask.views import MethodView
 
 from app.core import blobs
 from app.core.api import Blueprint
 from app.core.errors import ApiError, bad_request
 from app.core.paging import PAGE_HEADERS, page
+from app.core.settings import settings
 from app.extensions import chrome_store, schemas
 from app.extensions.archive import InvalidArchive, validate_zip
 from app.extensions.models import Extension
@@ -24,7 +25,7 @@ def allow_large_uploads():
     # Uploads may be far larger than the JSON bodies MAX_CONTENT_LENGTH is sized for;
     # Werkzeug spools them to a temp file, so they never sit whole in memory.
     if request.method == "POST":
-        request.max_content_length = current_app.config["EXTENSION_MAX_UPLOAD_BYTES"] + MULTIPART_OVERHEAD
+        request.max_content_length = settings().extension_max_upload_bytes + MULTIPART_OVERHEAD
 
 
 @blp.route("")
@@ -42,13 +43,13 @@ class Extensions(MethodView):
         """Upload an extension (multipart: `file`, optional `name`)"""
         Extension.ensure_name_free(g.project, form.get("name"))
         upload = files["file"].stream
-        limit = current_app.config["EXTENSION_MAX_UPLOAD_BYTES"]
+        limit = settings().extension_max_upload_bytes
         if upload.seek(0, os.SEEK_END) > limit:
             raise ApiError(413, "payload_too_large", f"The extension archive is larger than {limit} bytes.")
         upload.seek(0)
         try:
-            validate_zip(upload, max_uncompressed=current_app.config["EXTENSION_MAX_UNCOMPRESSED_BYTES"],
-                         max_entries=current_app.config["EXTENSION_MAX_ENTRIES"])
+            validate_zip(upload, max_uncompressed=settings().extension_max_uncompressed_bytes,
+                         max_entries=settings().extension_max_entries)
         except InvalidArchive as error:
             raise bad_request(str(error), field="file") from None
         upload.seek(0)

@@ -8,13 +8,12 @@ woken through the invocation's channel once the change is committed.
 import json
 from datetime import timedelta
 
-from flask import current_app
-
 from app import streams
 from app.core import clock
 from app.core.compiled import CompiledQuery
 from app.core.db import exclusive
 from app.core.errors import bad_request, conflict
+from app.core.settings import settings
 from app.invocations.models import (
     FAILED,
     LIVE,
@@ -53,7 +52,7 @@ def blocking_limit(project, org):
 
 def over_limit_error(blocked):
     return concurrency_limit_error("max_concurrent_invocations", blocked,
-                                   retry_after=current_app.config["INVOCATION_RETRY_AFTER_SECONDS"],
+                                   retry_after=settings().invocation_retry_after_seconds,
                                    advice="Retry later or start the invocation with async: true to queue it.")
 
 
@@ -69,12 +68,12 @@ def create(project, fields):
         if blocked and not fields["async"]:
             raise over_limit_error(blocked)
         now = clock.now()
-        config = current_app.config
+        config = settings()
         if fields["async"]:
-            timeout = fields.get("async_timeout_seconds") or config["INVOCATION_ASYNC_TIMEOUT_SECONDS"]
+            timeout = fields.get("async_timeout_seconds") or config.invocation_async_timeout_seconds
         else:
             # Nobody may finish a sync invocation whose caller gave up; it must not hold a slot forever.
-            timeout = config["INVOCATION_SYNC_TIMEOUT_SECONDS"]
+            timeout = config.invocation_sync_timeout_seconds
         invocation = Invocation.create(
             project=project.id, app_name=fields["app_name"], action_name=fields["action_name"],
             version=fields["version"], payload=fields.get("payload"), is_async=fields["async"],
@@ -193,7 +192,7 @@ def append_logs(invocation, lines):
         raise finished(invocation)
     if not lines:
         raise bad_request("Give at least one log line.", field="lines")
-    limit = current_app.config["INVOCATION_LOG_LINE_MAX_BYTES"]
+    limit = settings().invocation_log_line_max_bytes
     rows = [{"invocation": invocation.id, "kind": "log", "timestamp": line.get("timestamp") or clock.now(),
              "message": truncate(line["message"], limit)} for line in lines]
     # Holding the invocation's row (as status changes do, by updating it) makes its

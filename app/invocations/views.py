@@ -1,11 +1,12 @@
 """Invocations (/invocations): create, list, get, update, logs, events (their browsers: app/browsers)."""
-from flask import current_app, g, request
+from flask import g, request
 from flask.views import MethodView
 
 from app.core import sse
 from app.core.api import Blueprint, as_dumped
 from app.core.db import db
 from app.core.paging import PAGE_HEADERS, page
+from app.core.settings import settings
 from app.invocations import lifecycle, schemas, stream
 from app.invocations.models import Invocation
 
@@ -37,10 +38,10 @@ class Invocations(MethodView):
         invocation = lifecycle.create(g.project, args)
         if args["async"]:
             return invocation, 202
-        config = current_app.config
+        config = settings()
         db.close()  # the wait holds no connection; teardown copes with a closed one
-        return stream.wait_until_terminal(invocation, config["INVOCATION_SYNC_WAIT_SECONDS"],
-                                          config["STREAM_POLL_SECONDS"])
+        return stream.wait_until_terminal(invocation, config.invocation_sync_wait_seconds,
+                                          config.stream_poll_seconds)
 
 
 @blp.route("/<invocation_id>")
@@ -73,9 +74,9 @@ class InvocationEvents(MethodView):
     def get(self, args, invocation_id):
         """Follow an invocation: stored log lines, then live logs and state changes (SSE)"""
         invocation = find(invocation_id)
-        config = current_app.config
+        config = settings()
         frames = stream.follow(invocation, g.project, since=args.get("since"), after_id=sse.last_event_id(request),
-                               heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
-                               poll_seconds=config["STREAM_POLL_SECONDS"])
+                               heartbeat_seconds=config.sse_heartbeat_seconds,
+                               poll_seconds=config.stream_poll_seconds)
         return sse.stream(frames)
 

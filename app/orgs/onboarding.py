@@ -1,9 +1,8 @@
 """Creating an organization with everything it needs to be used at once."""
 import re
 
-from flask import current_app
-
 from app.core.db import db
+from app.core.settings import settings
 from app.orgs.models import ApiKey, Organization, Project, User
 
 DEFAULT_PROJECT_NAME = "Default"
@@ -23,10 +22,10 @@ def create_organization(name, owner_email, owner_name=None):
     Returns the key, whose `plaintext` is available only on this object.
     """
     with db.atomic():
-        config = current_app.config
+        config = settings()
         org = Organization.create(
-            name=name, max_concurrent_sessions=config["DEFAULT_ORG_MAX_CONCURRENT_SESSIONS"],
-            max_concurrent_invocations=config["DEFAULT_ORG_MAX_CONCURRENT_INVOCATIONS"])
+            name=name, max_concurrent_sessions=config.default_org_max_concurrent_sessions,
+            max_concurrent_invocations=config.default_org_max_concurrent_invocations)
         project = Project.create_in(org, DEFAULT_PROJECT_NAME)
         org.default_project_id = project.id
         org.save()

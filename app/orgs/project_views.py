@@ -81,7 +81,7 @@ class ProjectLimits(MethodView):
 
 
 def deprecated(view):
-    return legacy_blp.doc(deprecated=True)(sunset_route("PROJECTS_ROUTES")(view))
+    return legacy_blp.doc(deprecated=True)(sunset_route("projects_routes")(view))
 
 
 @legacy_blp.route("")

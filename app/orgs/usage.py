@@ -4,9 +4,9 @@ An area that runs or stores something the organization limits registers a
 counter here; a figure with no counter is zero because nothing of that kind
 can exist yet.
 """
-from flask import current_app
 
 from app.core.errors import ApiError
+from app.core.settings import settings
 
 USAGE_FIELDS = ("concurrent_sessions_used", "auth_connections_used", "vaults_used")
 _counters = {}
@@ -38,7 +38,7 @@ def limits_of(org):
         # A self-hosted install caps neither.
         "max_auth_connections": None,
         "max_vaults": None,
-        "min_health_check_interval_seconds": current_app.config["MIN_HEALTH_CHECK_INTERVAL_SECONDS"],
+        "min_health_check_interval_seconds": settings().min_health_check_interval_seconds,
         **counts,
     }
 

@@ -1,10 +1,11 @@
 """API keys (/org/api_keys) and organization limits (/org/limits)."""
-from flask import current_app, g
+from flask import g
 from flask.views import MethodView
 
 from app.core.api import Blueprint, as_dumped
 from app.core.errors import not_found
 from app.core.paging import PAGE_HEADERS, page
+from app.core.settings import settings
 from app.orgs import schemas, usage
 from app.orgs.auth import require_org_wide_key
 from app.orgs.keys import issue_key
@@ -78,7 +79,7 @@ class ApiKeyRotation(MethodView):
         return visible_key(key_id, include_deleted=True).rotate(
             acting_key=g.api_key,
             days_to_expire=args.get("days_to_expire"),
-            expire_in_days=current_app.config["API_KEY_ROTATION_GRACE_DAYS"] if grace is None else grace,
+            expire_in_days=settings().api_key_rotation_grace_days if grace is None else grace,
         )
 
 

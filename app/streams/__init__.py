@@ -6,6 +6,7 @@ wake-up bus (app/streams/wakeups.py). The database stays the source of truth: a 
 woken reads its events there (or from a buffer filled from there), so a wake-up that is
 lost only makes it late by a poll interval. `follow.py` holds the one follow loop.
 """
+from app.core.settings import settings
 from app.streams import wakeups
 from app.streams.base import ChannelBackend
 from app.streams.memory import MemoryChannels
@@ -20,13 +21,13 @@ _handlers = {}
 
 def init_app(app):
     global _backend, _telemetry, _bus
-    _backend = MemoryChannels(capacity=app.config["STREAM_CHANNEL_CAPACITY"])
-    _telemetry = MemoryChannels(capacity=app.config["TELEMETRY_BUFFER_EVENTS"])
+    _backend = MemoryChannels(capacity=settings(app).stream_channel_capacity)
+    _telemetry = MemoryChannels(capacity=settings(app).telemetry_buffer_events)
     from app.core.db import db
 
     if _bus is not None:
         _bus.stop()  # an app made again in this process (tests): one listener at a time
-    _bus = wakeups.make_bus(app.config, db, _deliver)
+    _bus = wakeups.make_bus(settings(app), db, _deliver)
     app.extensions["channels"] = _backend
     app.extensions["telemetry_buffers"] = _telemetry
     app.extensions["wakeups"] = _bus

@@ -205,18 +205,18 @@ def _execute(database, sql, params):
 
 
 def make_bus(config, database, deliver):
-    """The bus this configuration names (module docstring) for the app's opened `database` (its
+    """The bus these settings (app/config.py) name (module docstring) for the app's opened `database` (its
     engine and connection settings are the ones open_database read from DATABASE_URL), or None
     when wake-ups are off."""
     from peewee import PostgresqlDatabase, SqliteDatabase
 
-    if config.get("STREAM_WAKEUPS") == "off":
+    if config.stream_wakeups == "off":
         return None
-    if config.get("REDIS_URL"):
-        return RedisBus(deliver, config["REDIS_URL"])
+    if config.redis_url:
+        return RedisBus(deliver, config.redis_url)
     engine = database.obj
     if isinstance(engine, PostgresqlDatabase):
         return PostgresBus(deliver, database, {**engine.connect_params, "dbname": engine.database})
     if isinstance(engine, SqliteDatabase) and engine.database != ":memory:":
-        return SqliteBus(deliver, database, engine.database, config["STREAM_WAKEUP_POLL_SECONDS"])
+        return SqliteBus(deliver, database, engine.database, config.stream_wakeup_poll_seconds)
     return None

@@ -11,7 +11,7 @@ from werkzeug.serving import make_server
 
 from app.browsers import hosts, replays
 from app.browsers.models import BrowserHost, BrowserSession, Replay
-from app.core import blobs, clock
+from app.core import blobs, clock, settings
 from app.core.db import db
 from browserhost import replays as host_replays
 from browserhost.uplink import AppClient
@@ -96,7 +96,7 @@ def test_recordings_end_with_their_session_and_are_pruned_with_their_videos(app,
     with app.app_context(), db.connection_context():
         digest = blobs.store().put_bytes(b"video")
         Replay.update(status=Replay.SAVED, video=digest).where(Replay.id == replay_id).execute()
-        app.config["BLOB_GRACE_SECONDS"] = 0
+        settings.change(app, BLOB_GRACE_SECONDS=0)
         assert replays.prune(retention_seconds=3600) == 0
         assert replays.prune(retention_seconds=0) == 1
         assert not Replay.select().where(Replay.id == replay_id).exists()
@@ -122,7 +122,7 @@ def test_a_recording_the_app_refuses_fails_with_its_reason_at_once(app, client, 
     credential, _ = add_host("h1")
     on_host(app, session_id, "h1")
     replay_id = recording(app, session_id)
-    app.config["REPLAY_MAX_BYTES"] = 1000
+    settings.change(app, REPLAY_MAX_BYTES=1000)
     video = tmp_path / "video.mp4"
     video.write_bytes(VIDEO * 1000)
     ended = SimpleNamespace(replay_id=replay_id, path=video, started_at=1700000000.5, finished_at=1700000002.5,
@@ -186,7 +186,7 @@ def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(
         with app.app_context(), db.connection_context():
             Replay.update(status=Replay.SAVED, video=blobs.store().put_bytes(VIDEO), size_bytes=len(VIDEO)).where(
                 Replay.id == saved).execute()
-        app.config["REPLAY_PROJECT_MAX_BYTES"] = len(VIDEO)
+        settings.change(app, REPLAY_PROJECT_MAX_BYTES=len(VIDEO))
         refused = client.post(f"/browsers/{session_id}/replays", json={})
         assert refused.status_code == 403 and "Retry-After" not in refused.headers
         body = refused.get_json()
@@ -198,7 +198,7 @@ def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(
         kept = client.get(f"/browsers/{session_id}/replays/{saved}")  # nothing stored is lost
         assert kept.status_code == 200 and kept.data == VIDEO
         kept.close()
-        app.config["REPLAY_PROJECT_MAX_BYTES"] = len(VIDEO) + 1
+        settings.change(app, REPLAY_PROJECT_MAX_BYTES=len(VIDEO) + 1)
         started = client.post(f"/browsers/{session_id}/replays", json={})
         assert started.status_code == 201 and started.get_json()["status"] == "recording"
     finally:

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from app.browsers import hosts, lost_hosts
-from app.core import clock
+from app.core import clock, settings
 from app.core.db import db
 from app.orgs.models import Organization
 from tests.browsers.conftest import console
@@ -500,7 +500,7 @@ def test_cdp_urls_follow_the_public_base_url(make_app):
     app = make_app(PUBLIC_BASE_URL="https://lantern.example.com/")
     with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):
         assert hosts.public_ws_base() == "wss://lantern.example.com"
-    app.config["PUBLIC_BASE_URL"] = None
+    settings.change(app, PUBLIC_BASE_URL=None)
     with app.test_request_context("/browsers", base_url="http://127.0.0.1:8000"):
         assert hosts.public_ws_base() == "ws://127.0.0.1:8000"
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.browsers import telemetry
 from app.browsers.models import BrowserSession
-from app.core import clock
+from app.core import clock, settings
 from app.core.db import db
 from app.migrations import m0010_telemetry_ts_high
 from tests.browsers.test_logs import messages, open_stream
@@ -418,7 +418,7 @@ def test_an_empty_batch_only_records_activity(client, frozen):
 
 
 def test_more_than_the_batch_limit_is_400(app, client, frozen):
-    app.config["TELEMETRY_MAX_BATCH"] = 3
+    settings.change(app, TELEMETRY_MAX_BATCH=3)
     session_id = new_session(client)
     body = ingest(client, session_id, [console(i) for i in range(4)], status=400)
     assert [d["field"] for d in body["details"]] == ["events"]
@@ -478,9 +478,9 @@ def test_prune_cli_defaults_to_the_configured_retention(app, client, frozen):
     ingest(client, session_id, [console("old")])
     clock.advance(hours=2)
     ingest(client, session_id, [console("new")])
-    app.config["TELEMETRY_RETENTION_SECONDS"] = 3 * 3600
+    settings.change(app, TELEMETRY_RETENTION_SECONDS=3 * 3600)
     assert "deleted 0 telemetry" in app.test_cli_runner().invoke(args=["browsers", "prune"]).output
-    app.config["TELEMETRY_RETENTION_SECONDS"] = 3600
+    settings.change(app, TELEMETRY_RETENTION_SECONDS=3600)
     assert "deleted 1 telemetry" in app.test_cli_runner().invoke(args=["browsers", "prune"]).output
     assert seqs(read(client, session_id, since="1d")[0]) == [2]
 
@@ -526,7 +526,7 @@ def test_past_its_archive_budget_a_sessions_events_are_dropped_counted_and_said_
     with app.app_context(), db.connection_context():
         one = BrowserSession.get_by_id(session_id).telemetry_bytes  # the JSON of console(n), n of one digit
     assert one > 0
-    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = 3 * one
+    settings.change(app, TELEMETRY_ARCHIVE_SESSION_MAX_BYTES=3 * one)
     assert ingest(client, session_id, [console(2), console(3)]) == {"accepted": 2, "dropped": 0, "last_seq": 3}
     assert lantern_log(client, session_id) == []  # full to the byte, nothing dropped yet
     assert ingest(client, session_id, [console(4), console(5)]) == {"accepted": 0, "dropped": 2, "last_seq": 3}
@@ -537,12 +537,12 @@ def test_past_its_archive_budget_a_sessions_events_are_dropped_counted_and_said_
     with app.app_context(), db.connection_context():
         session = BrowserSession.get_by_id(session_id)
     assert (session.telemetry_bytes, session.telemetry_dropped) == (3 * one, 3)
-    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = 4 * one + one // 2  # the rest of a batch past it
+    settings.change(app, TELEMETRY_ARCHIVE_SESSION_MAX_BYTES=4 * one + one // 2)  # the rest of a batch past it
     assert ingest(client, session_id, [console(7), console(8)]) == {"accepted": 1, "dropped": 1, "last_seq": 4}
     assert len(lantern_log(client, session_id)) == 1  # once
 
 
 def test_without_a_budget_the_archive_takes_what_comes(app, client, frozen):
-    app.config["TELEMETRY_ARCHIVE_SESSION_MAX_BYTES"] = None
+    settings.change(app, TELEMETRY_ARCHIVE_SESSION_MAX_BYTES=None)
     session_id = new_session(client)
     assert ingest(client, session_id, [console("x" * 100_000)] * 20)["accepted"] == 20

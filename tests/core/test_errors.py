@@ -2,6 +2,7 @@
 import pytest
 from flask import Blueprint
 
+from app.core import settings
 from app.core.errors import validation_details
 
 
@@ -83,7 +84,7 @@ def test_body_less_post_and_delete_with_json_content_type_are_accepted(client):
 
 
 def test_oversized_body_is_413_with_error_body(app, client):
-    app.config["MAX_CONTENT_LENGTH"] = 1024
+    settings.change(app, MAX_CONTENT_LENGTH=1024)
     response = client.post("/org/projects", data="x" * 2048, content_type="application/json")
     assert_error_body(response, 413, "payload_too_large")
 

@@ -1,7 +1,7 @@
 """The per-worker periodic loop: tasks run when their interval has passed, in an app context."""
 from flask import current_app
 
-from app.core import clock, periodic
+from app.core import clock, periodic, settings
 from app.core.db import db
 
 
@@ -14,9 +14,11 @@ def test_tasks_run_when_due_and_a_failing_one_does_not_stop_the_others(app, monk
     def counted():
         ran.append(current_app.name)
 
-    monkeypatch.setitem(app.extensions, "periodic_tasks", [("BROKEN_SECONDS", broken), ("COUNTED_SECONDS", counted),
-                                                           ("NEVER_SECONDS", counted)])
-    app.config.update(BROKEN_SECONDS=1, COUNTED_SECONDS=10, NEVER_SECONDS=0)
+    monkeypatch.setitem(app.extensions, "periodic_tasks", [("browser_idle_sweep_seconds", broken),
+                                                           ("telemetry_prune_interval_seconds", counted),
+                                                           ("auth_health_check_poll_seconds", counted)])
+    settings.change(app, BROWSER_IDLE_SWEEP_SECONDS=1, TELEMETRY_PRUNE_INTERVAL_SECONDS=10,
+                    AUTH_HEALTH_CHECK_POLL_SECONDS=0)
     last_run = {}
     periodic.run_due(app, last_run, 100.0)  # first tick: everything with an interval runs
     periodic.run_due(app, last_run, 105.0)
@@ -27,10 +29,10 @@ def test_tasks_run_when_due_and_a_failing_one_does_not_stop_the_others(app, monk
 def test_every_periodic_task_is_named_by_the_app_whatever_was_imported(app):
     """The auth health check used to run only because a CLI module imported its module."""
     tasks = {fn.__qualname__: setting for setting, fn in app.extensions["periodic_tasks"]}
-    assert tasks == {"end_idle_sessions": "BROWSER_IDLE_SWEEP_SECONDS",
-                     "prune_archive": "TELEMETRY_PRUNE_INTERVAL_SECONDS",
-                     "end_sessions_of_lost_hosts": "BROWSER_HOST_HEARTBEAT_SECONDS",  # a beat after the timeout
-                     "run_due_checks": "AUTH_HEALTH_CHECK_POLL_SECONDS"}
+    assert tasks == {"end_idle_sessions": "browser_idle_sweep_seconds",
+                     "prune_archive": "telemetry_prune_interval_seconds",
+                     "end_sessions_of_lost_hosts": "browser_host_heartbeat_seconds",  # a beat after the timeout
+                     "run_due_checks": "auth_health_check_poll_seconds"}
 
 
 def test_idle_sessions_end_without_any_request(app, client):

@@ -5,6 +5,7 @@ import logging
 import pytest
 
 from app.core.requestlog import JsonFormatter, TextFormatter, escape_controls
+from app.core.settings import SettingsError
 
 FORGED = "/nope%0A2026-11-23%2007:00:00,000%20INFO%20[1]%20app.requests:%20GET%20/admin%20200%E2%80%A8x"
 
@@ -51,7 +52,7 @@ def test_a_traceback_cannot_start_a_line_of_its_own(formatter):
 
 
 def test_an_unknown_log_format_is_refused(make_app):
-    with pytest.raises(ValueError, match="LOG_FORMAT"):
+    with pytest.raises(SettingsError, match="^Lantern cannot start: LOG_FORMAT='xml' .*: should be 'text' or 'json'$"):
         make_app(LOG_FORMAT="xml")
 
 

@@ -1,6 +1,7 @@
 """Stream admission (#11 item 5): per-worker and per-organization caps, slots given back, none while stopping."""
 import pytest
 
+from app.config import Settings
 from app.core import shutdown, streamslots
 from tests.conftest import client_for
 
@@ -54,8 +55,8 @@ def test_no_new_stream_while_the_worker_stops(client):
 
 
 def test_the_worker_cap_keeps_connections_for_ordinary_requests():
-    config = {"STREAMS_PER_WORKER": None, "STREAMS_RESERVED_CONNECTIONS": 100, "STREAMS_PER_ORG": None,
-              "STREAMS_DEFAULT_WORKER_CONNECTIONS": 1000}
+    config = Settings(STREAMS_PER_WORKER=None, STREAMS_RESERVED_CONNECTIONS=100, STREAMS_PER_ORG=None,
+                      STREAMS_DEFAULT_WORKER_CONNECTIONS=1000)
     assert streamslots.worker_cap(config) == 900 and streamslots.org_cap(config) == 450
     streamslots.set_worker_connections(60)
     try:

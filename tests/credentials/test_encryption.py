@@ -5,6 +5,7 @@ from cryptography.fernet import Fernet
 
 from app.core import crypto
 from app.core.db import db
+from app.core.settings import SettingsError
 from app.credentials.models import Credential, CredentialProvider
 from tests.conftest import TEST_ENCRYPTION_KEY
 
@@ -71,5 +72,5 @@ def test_generate_key_command(app):
 def test_an_empty_key_setting_is_an_error_not_a_new_key(make_app):
     import pytest
 
-    with pytest.raises(RuntimeError, match="empty"):
+    with pytest.raises(SettingsError, match="ENCRYPTION_KEYS=.hidden. .*: should hold at least one Fernet key"):
         make_app(ENCRYPTION_KEYS=" , ")

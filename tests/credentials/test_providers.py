@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-from app.core import clock
+from app.core import clock, settings
 from app.core.db import db
 from app.credentials import providers
 from app.credentials.models import CredentialProvider
@@ -78,7 +78,7 @@ def test_test_reports_vaults_or_a_readable_error(client, provider, connect, clos
 
 
 def test_a_slow_provider_is_bounded_by_the_configured_timeout(app, client, provider, connect):
-    app.config["CREDENTIAL_PROVIDER_TIMEOUT_SECONDS"] = 0.2
+    settings.change(app, CREDENTIAL_PROVIDER_TIMEOUT_SECONDS=0.2)
     connect.delay = 1.0
     slow = provider(name="slow")
     body = client.post(f"/org/credential_providers/{slow['id']}/test").get_json()
@@ -134,7 +134,7 @@ def test_providers_of_other_organizations_are_invisible(app, client, provider, m
 
 
 def test_default_url_comes_from_configuration(app, client, connect):
-    app.config["ONEPASSWORD_CONNECT_URL"] = connect.url
+    settings.change(app, ONEPASSWORD_CONNECT_URL=connect.url)
     created = client.post("/org/credential_providers", json={
         "name": "default-url", "provider_type": "onepassword", "token": connect.token}).get_json()
     assert created["url"] is None

@@ -7,6 +7,7 @@ import zipfile
 
 import pytest
 
+from app.core import settings
 from app.extensions.archive import InvalidArchive, validate_zip
 from tests.extensions.test_extensions import MANIFEST, make_zip, stored_blobs, upload
 from tests.zips import MIB, deflated, handmade_zip, stored, zeros_deflated
@@ -63,7 +64,7 @@ def many_entries_declaring_one(count):
 
 
 def test_a_directory_holding_more_entries_than_the_limit_is_400(app, client):
-    app.config["EXTENSION_MAX_ENTRIES"] = 100
+    settings.change(app, EXTENSION_MAX_ENTRIES=100)
     assert_refused(app, client, many_entries_declaring_one(1000), "more than 100 entries")
 
 

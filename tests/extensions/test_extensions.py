@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 
+from app.core import settings
 from tests.fakes import FakeChromeStore
 
 MANIFEST = json.dumps({"manifest_version": 3, "name": "Demo", "version": "1.0"})
@@ -88,7 +89,7 @@ def test_not_a_zip_is_400(client):
 
 
 def test_zip_bomb_is_refused(app, client):
-    app.config["EXTENSION_MAX_UNCOMPRESSED_BYTES"] = 1024 * 1024
+    settings.change(app, EXTENSION_MAX_UNCOMPRESSED_BYTES=1024 * 1024)
     bomb = make_zip({"manifest.json": MANIFEST, "zeros.bin": b"\0" * (4 * 1024 * 1024)})
     assert len(bomb) < 64 * 1024
     response = upload(client, bomb)
@@ -98,7 +99,7 @@ def test_zip_bomb_is_refused(app, client):
 
 def test_zip_bomb_with_lying_headers_is_refused(app, client):
     """Declared sizes say small; inflating says otherwise."""
-    app.config["EXTENSION_MAX_UNCOMPRESSED_BYTES"] = 1024 * 1024
+    settings.change(app, EXTENSION_MAX_UNCOMPRESSED_BYTES=1024 * 1024)
     bomb = bytearray(make_zip({"manifest.json": MANIFEST, "zeros.bin": b"\0" * (4 * 1024 * 1024)}))
     # Rewrite the declared uncompressed size of zeros.bin in the central directory to 10 bytes.
     central = bomb.rfind(b"PK\x01\x02")
@@ -109,7 +110,7 @@ def test_zip_bomb_with_lying_headers_is_refused(app, client):
 
 @pytest.mark.parametrize("archive_kib", [40, 60], ids=["request-over-limit", "file-over-limit"])
 def test_oversize_upload_is_413_with_error_body(app, client, archive_kib):
-    app.config["EXTENSION_MAX_UPLOAD_BYTES"] = 50 * 1024 if archive_kib == 60 else 10 * 1024
+    settings.change(app, EXTENSION_MAX_UPLOAD_BYTES=50 * 1024 if archive_kib == 60 else 10 * 1024)
     big = make_zip({"manifest.json": MANIFEST, "noise.bin": os.urandom(archive_kib * 1024)},
                    compression=zipfile.ZIP_STORED)
     response = upload(client, big)
@@ -124,7 +125,7 @@ def test_missing_file_is_400(client):
 
 
 def test_names_are_unique_and_a_clash_stores_nothing_new(app, client):
-    app.config["BLOB_GRACE_SECONDS"] = 0
+    settings.change(app, BLOB_GRACE_SECONDS=0)
     assert upload(client, make_zip(), name="dup").status_code == 201
     other = make_zip({"manifest.json": MANIFEST, "other.js": "2"})
     clash = upload(client, other, name="dup")
@@ -133,7 +134,7 @@ def test_names_are_unique_and_a_clash_stores_nothing_new(app, client):
 
 
 def test_list_filters_and_delete(app, client):
-    app.config["BLOB_GRACE_SECONDS"] = 0
+    settings.change(app, BLOB_GRACE_SECONDS=0)
     a = upload(client, make_zip(), name="alpha").get_json()
     b = upload(client, make_zip({"manifest.json": MANIFEST, "b.js": "b"}), name="beta").get_json()
     assert [e["id"] for e in client.get("/extensions?name=alpha").get_json()] == [a["id"]]
@@ -146,7 +147,7 @@ def test_list_filters_and_delete(app, client):
 
 
 def test_identical_uploads_share_a_blob_until_both_are_gone(app, client):
-    app.config["BLOB_GRACE_SECONDS"] = 0
+    settings.change(app, BLOB_GRACE_SECONDS=0)
     data = make_zip()
     upload(client, data, name="one")
     upload(client, data, name="two")
@@ -166,7 +167,7 @@ class TestChromeStore:
     @pytest.fixture
     def store(self, app):
         server = FakeChromeStore().start()
-        app.config["CHROME_STORE_CRX_URL"] = server.url + "/crx?id={id}&os={os}"
+        settings.change(app, CHROME_STORE_CRX_URL=server.url + "/crx?id={id}&os={os}")
         yield server
         server.stop()
 
@@ -196,7 +197,7 @@ class TestChromeStore:
         assert beos.status_code == 400
 
     def test_unreachable_store_is_502(self, app, client, closed_port_url):
-        app.config["CHROME_STORE_CRX_URL"] = closed_port_url + "/crx?id={id}"
+        settings.change(app, CHROME_STORE_CRX_URL=closed_port_url + "/crx?id={id}")
         response = client.get("/extensions/from_chrome_store", query_string={"url": EXT_ID})
         assert response.status_code == 502 and response.get_json()["code"] == "chrome_store_unreachable"
 
@@ -261,7 +262,7 @@ def test_symlinks_encrypted_and_duplicate_entries_are_400(client, extra, reason)
 
 
 def test_too_many_entries_are_refused_before_the_directory_is_loaded(app, client):
-    app.config["EXTENSION_MAX_ENTRIES"] = 100
+    settings.change(app, EXTENSION_MAX_ENTRIES=100)
     data = zip_of(entry("manifest.json", MANIFEST), *[entry(f"f{i}", "") for i in range(100)])
     response = upload(client, data)
     assert response.status_code == 400 and "more than 100 entries" in response.get_json()["message"]

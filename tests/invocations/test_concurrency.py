@@ -1,7 +1,7 @@
 """Concurrency caps: admission, 429, FIFO promotion, async timeouts."""
 import threading
 
-from app.core import clock
+from app.core import clock, settings
 from app.core.db import db
 from app.orgs.models import Organization
 from tests.conftest import client_for
@@ -102,7 +102,7 @@ def test_raising_a_cap_lets_the_queue_go_first(client, invoke):
 
 
 def test_sync_invocations_nobody_finishes_time_out_too(app, client, invoke):
-    app.config["INVOCATION_SYNC_WAIT_SECONDS"] = 0
+    settings.change(app, INVOCATION_SYNC_WAIT_SECONDS=0)
     clock.freeze(clock.now())
     abandoned = invoke(asynchronous=False).get_json()
     clock.advance(seconds=app.config["INVOCATION_SYNC_TIMEOUT_SECONDS"] + 1)

@@ -1,7 +1,7 @@
 """Invocations: create, list, get, update; lifecycle and finality (contract 6.6, spec part 3)."""
 import threading
 
-from app.core import clock
+from app.core import clock, settings
 from tests.waiting import eventually
 
 
@@ -116,7 +116,7 @@ def test_sync_create_waits_for_the_result(app, client, invoke, owner_key):
 
 
 def test_sync_create_returns_the_state_when_the_wait_limit_passes(app, invoke):
-    app.config["INVOCATION_SYNC_WAIT_SECONDS"] = 0.2
+    settings.change(app, INVOCATION_SYNC_WAIT_SECONDS=0.2)
     response = invoke(asynchronous=False)
     assert response.status_code == 200 and response.get_json()["status"] == "running"
 

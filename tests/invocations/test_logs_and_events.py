@@ -2,7 +2,7 @@
 import threading
 import time
 
-from app.core import clock
+from app.core import clock, settings
 from tests.conftest import client_for
 
 
@@ -21,7 +21,7 @@ def log(client, invocation_id, *messages):
 
 
 def test_logs_accept_one_line_or_many_and_cut_long_lines(app, client, invoke, frames_of):
-    app.config["INVOCATION_LOG_LINE_MAX_BYTES"] = 10
+    settings.change(app, INVOCATION_LOG_LINE_MAX_BYTES=10)
     invocation = invoke().get_json()
     single = client.post(f"/invocations/{invocation['id']}/logs", json={"message": "hello"})
     assert single.get_json() == {"accepted": 1}
@@ -96,8 +96,7 @@ def test_a_follower_that_joins_mid_run_gets_every_line_once(app, client, invoke,
 
 
 def test_state_changes_stream_live_and_heartbeats_keep_it_open(app, client, invoke, owner_key, frames_of):
-    app.config["SSE_HEARTBEAT_SECONDS"] = 0.05
-    app.config["INVOCATION_SYNC_WAIT_SECONDS"] = 0
+    settings.change(app, SSE_HEARTBEAT_SECONDS=0.05, INVOCATION_SYNC_WAIT_SECONDS=0)
     client.patch("/org/projects/Default/limits", json={"max_concurrent_invocations": 1})
     blocker = invoke().get_json()
     queued = invoke().get_json()
@@ -148,7 +147,7 @@ def test_a_timed_out_invocation_ends_its_stream(client, invoke, frames_of):
 def test_a_stopping_worker_ends_open_streams(app, client, invoke, frames_of, monkeypatch):
     from app.core import shutdown
 
-    app.config["STREAM_POLL_SECONDS"] = 0.05
+    settings.change(app, STREAM_POLL_SECONDS=0.05)
     invocation = invoke().get_json()
     monkeypatch.setattr(shutdown, "stopping", __import__("threading").Event())
     response = follow(client, invocation["id"])  # open before the stop (new streams are refused after it)

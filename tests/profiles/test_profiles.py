@@ -5,7 +5,7 @@ import threading
 import marshmallow
 import pytest
 
-from app.core import clock
+from app.core import clock, settings
 from app.core.db import db
 from app.profiles.models import Profile, save_profile_state
 
@@ -102,7 +102,7 @@ def test_saving_a_state_that_is_not_a_storage_state_is_refused(app, client):
 
 
 def test_delete_removes_the_state_blob(app, client):
-    app.config["BLOB_GRACE_SECONDS"] = 0
+    settings.change(app, BLOB_GRACE_SECONDS=0)
     profile = create(client, name="gone")
     with app.app_context(), db.connection_context():
         save_profile_state(profile["id"], STATE)

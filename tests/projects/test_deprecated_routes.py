@@ -1,7 +1,7 @@
 """The deprecated /projects routes: headers until the sunset, then 410 (spec part 9)."""
 import pytest
 
-from app.core import clock
+from app.core import clock, settings
 
 SUNSET = "2026-11-24T00:00:00Z"
 
@@ -49,7 +49,8 @@ def test_org_routes_carry_no_deprecation_headers(client):
 
 
 def test_sunset_instant_is_configuration(app, client, project):
-    app.config["PROJECTS_ROUTES_SUNSET_AT"] = "2020-01-01T00:00:00Z"
+    settings.change(app, PROJECTS_ROUTES_DEPRECATED_AT="2019-06-01T00:00:00Z",
+                    PROJECTS_ROUTES_SUNSET_AT="2020-01-01T00:00:00Z")
     assert client.get("/projects").status_code == 410
 
 

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from app.core.db import db
+from app.core.settings import settings
 from app.streams import wakeups
 from tests.conftest import POSTGRES_URL
 
@@ -31,9 +32,9 @@ class Heard:
 @pytest.fixture(params=["database", "redis"])
 def buses(request, app):
     """(make, started): `make(heard)` builds one process's bus, listening; all stopped afterwards."""
-    config = dict(app.config)
+    config = settings(app)
     if request.param == "redis":
-        config["REDIS_URL"] = request.getfixturevalue("redis_url")
+        config = config.model_copy(update={"redis_url": request.getfixturevalue("redis_url")})
     started = []
 
     def make(heard):
@@ -50,10 +51,10 @@ def buses(request, app):
 
 def test_the_engine_follows_the_configuration(app):
     engine = wakeups.PostgresBus if POSTGRES_URL else wakeups.SqliteBus
-    assert type(wakeups.make_bus(app.config, db, print)) is engine
-    redis_bus = wakeups.make_bus({**app.config, "REDIS_URL": "redis://127.0.0.1:1/0"}, db, print)
+    assert type(wakeups.make_bus(settings(app), db, print)) is engine
+    redis_bus = wakeups.make_bus(settings(app).model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}), db, print)
     assert type(redis_bus) is wakeups.RedisBus
-    assert wakeups.make_bus({**app.config, "STREAM_WAKEUPS": "off"}, db, print) is None
+    assert wakeups.make_bus(settings(app).model_copy(update={"stream_wakeups": "off"}), db, print) is None
 
 
 def test_a_wakeup_reaches_every_other_process_in_order_and_not_its_own(buses):
@@ -71,7 +72,7 @@ def test_a_wakeup_reaches_every_other_process_in_order_and_not_its_own(buses):
 
 def test_an_unreachable_engine_loses_wakeups_quietly_and_the_listener_keeps_trying(app):
     heard = Heard()
-    bus = wakeups.make_bus({**app.config, "REDIS_URL": "redis://127.0.0.1:1/0"}, db, heard)
+    bus = wakeups.make_bus(settings(app).model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}), db, heard)
     bus.publish("invocation:lost")  # no exception: followers poll meanwhile
     bus.listen()
     try:

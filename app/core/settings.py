@@ -1,0 +1,140 @@
+"""The app's settings (app/config.py), read and checked once when the app is made: `settings().db_pool_size`.
+
+A wrong value stops the start with one line (SettingsError, a SystemExit: `flask`, `python wsgi.py` and gunicorn
+print the line, no traceback), naming the setting, where it came from, its value and what it takes:
+
+    Lantern cannot start: DB_POOL_SIZE='many' (from LANTERN_DB_POOL_SIZE): should be a valid integer, ...
+"""
+import json
+import os
+import re
+
+from flask import Config, current_app
+from pydantic import TypeAdapter, ValidationError
+
+from app.config import Settings
+
+PREFIX = "LANTERN_"
+ATTRIBUTES = {field.alias: name for name, field in Settings.model_fields.items()}  # DB_POOL_SIZE -> db_pool_size
+# Settings whose value an error line must not repeat.
+SECRETS = {"ENCRYPTION_KEYS"}
+
+
+class SettingsError(SystemExit):
+    """Settings that cannot be used; the message is one line, all that the stopping program prints."""
+
+
+def settings(app=None):
+    """The app's frozen settings (the current app's unless `app` is given)."""
+    return (app or current_app).extensions["settings"]
+
+
+def init_app(app, overrides=None):
+    """Read the settings (defaults, instance/config.py, LANTERN_* variables, `overrides`) into `app`; the names that
+    are not Lantern's (Flask's own: TESTING, SECRET_KEY) go to app.config as they are."""
+    checked, other = load(app.instance_path, overrides)
+    app.config.update(other)
+    install(app, checked)
+
+
+def change(app, **values):
+    """Change some settings of a made app (tests: `change(app, BLOB_GRACE_SECONDS=0)`), checked as at start."""
+    current = settings(app).model_dump(by_alias=True)
+    install(app, validated({**current, **values}, {name: "change()" for name in values}))
+
+
+def install(app, checked):
+    app.extensions["settings"] = checked
+    # Flask and its extensions read their own (MAX_CONTENT_LENGTH, API_TITLE...) from app.config.
+    app.config.update(checked.model_dump(by_alias=True))
+
+
+def load(instance_path, overrides=None, environ=None):
+    """(Settings, other names) from instance/config.py, then LANTERN_* variables, then `overrides`."""
+    instance = Config(instance_path)
+    instance.from_pyfile("config.py", silent=True)
+    values, origins, other = {}, {}, {}
+
+    def take(layer, origin):
+        for name, value in layer.items():
+            if name in ATTRIBUTES:
+                values[name], origins[name] = value, origin
+            else:
+                other[name] = value
+
+    take(instance, "instance/config.py")
+    from_environment(os.environ if environ is None else environ, values, origins, other)
+    take(overrides or {}, "create_app()")
+    values["DATABASE_URL"] = values.get("DATABASE_URL") or f"sqlite:///{os.path.join(instance_path, 'lantern.db')}"
+    values["BLOB_DIR"] = values.get("BLOB_DIR") or os.path.join(instance_path, "blobs")
+    return validated(values, origins), other
+
+
+def from_environment(environ, values, origins, other):
+    """LANTERN_<NAME> variables into `values` (JSON when it parses as what the setting takes, else the text;
+    LANTERN_<NAME>__<KEY> sets one key of a setting that is a mapping), as Flask's from_prefixed_env did."""
+    for key in sorted(name for name in environ if name.startswith(PREFIX)):
+        name, *path = key[len(PREFIX):].split("__")
+        if name not in ATTRIBUTES:
+            other[key[len(PREFIX):]] = decoded(environ[key])
+        elif path:
+            base = values.get(name, Settings.model_fields[ATTRIBUTES[name]].default)
+            values[name] = nested(dict(base or {}), path, decoded(environ[key]))
+            origins[name] = key
+        else:
+            values[name], origins[name] = typed(name, environ[key]), key
+
+
+def typed(name, text):
+    field = Settings.model_fields[ATTRIBUTES[name]]
+    value = decoded(text)
+    if text == "":
+        value = None
+    try:
+        TypeAdapter(field.annotation).validate_python(value)
+    except ValidationError:
+        return text  # checked as text, so a wrong value is named as it was written
+    return value
+
+
+def decoded(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def nested(mapping, path, value):
+    inner = mapping
+    for key in path[:-1]:
+        inner = inner.setdefault(key, {})
+    inner[path[-1]] = value
+    return mapping
+
+
+def validated(values, origins):
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as error:
+        raise SettingsError(describe(error, values, origins)) from None
+
+
+def describe(error, values, origins):
+    """One line naming each wrong setting, where it was set, its value and what it takes."""
+    problems = {}
+    for item in error.errors(include_url=False):
+        name = str(item["loc"][0]) if item["loc"] else None
+        if name in problems:
+            continue  # one reason per setting (a union tries several)
+        takes = re.sub(r"^(Input |Value error, |Value )", "", item["msg"])
+        if name is None:
+            problems[name] = takes
+            continue
+        where = "".join(f"[{key!r}]" for key in item["loc"][1:])
+        shown = "(hidden)" if name in SECRETS else hide_password(repr(values.get(name)))
+        problems[name] = f"{name}{where}={shown} (from {origins.get(name, 'the default')}): {takes}"
+    return "Lantern cannot start: " + "; ".join(problems.values())
+
+
+def hide_password(text):
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
