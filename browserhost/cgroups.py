@@ -26,6 +26,9 @@ class Cgroup:
         # The sandbox's own processes (its network stack), which outlive a browser stopped and started again
         # in it, and end with the sandbox.
         self.spared = set()
+        # The session machine's holder (browserhost/machine.py), spared as they are: what is orphaned to its init
+        # (a browser's or a tenant's process) is not.
+        self.kept = set()
 
     @staticmethod
     def unified():
@@ -125,7 +128,8 @@ class Cgroup:
         """SIGTERM to every process but the spared ones (all with `everything`) when `grace`, SIGKILL to what is
         left; waits until none is left."""
         def targets():
-            return self.pids() if everything else self.pids() - _with_descendants(self.spared, self.pids())
+            pids = self.pids()
+            return pids if everything else pids - _with_descendants(self.spared, pids) - self.kept
 
         if grace > 0:
             self._signal_all(signal.SIGTERM, targets())

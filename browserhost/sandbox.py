@@ -9,12 +9,13 @@
     box.destroy()                           # every process of it killed; nothing of it left
 
 Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
-- **Files and processes**: bubblewrap (`bwrap`) with its own user, pid, IPC and UTS namespaces:
-  read-only /usr and the few /etc files Chromium needs, /proc of its own pid namespace, and a private
-  /tmp, /dev/shm and home (/home/session, the profile's folder): each a tmpfs of its own, whose pages
-  count in the session's memory cgroup, so what a page stores (its origin's storage quota is a tenth of
-  the disk) fills the session's memory cap, never the host's disk. `--die-with-parent`: the sandbox
-  dies with the host, whatever kills it.
+- **Files and processes**: one machine per session (browserhost/machine.py): every process the host starts
+  for it is a bubblewrap (`bwrap`) that joins the session's user and pid namespaces, with read-only /usr and
+  the few /etc files Chromium needs, /proc of the session's pid namespace, and the session's /tmp, /dev/shm
+  and home (/home/session, the profile's folder): tmpfs mounts the host makes once, whose pages count in the
+  session's memory cgroup, so what a page stores (its origin's storage quota is a tenth of the disk) fills
+  the session's memory cap, never the host's disk. `--die-with-parent`: the sandbox dies with the host,
+  whatever kills it.
 - **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
   runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
 - **No opener**: every program that hands a file or a link to another program (xdg-open, xdg-email, gio, the
@@ -56,24 +57,44 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
 All names (namespace, cgroup, folder) derive from the host's folder for the session, so a host restarted
 after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
 """
-import glob
 import grp
 import hashlib
 import ipaddress
 import json
 import os
 import pwd
-import selectors
 import shutil
 import socket
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from browserhost import resolver
-from browserhost.cgroups import KILL_SECONDS, Cgroup
+from browserhost.cgroups import Cgroup
+
+# Also what other modules and tests know as sandbox.*: the firewall's and the machine's names.
+from browserhost.firewall import (  # noqa: F401
+    SandboxError,
+    closed_networks,
+    firewall,
+    host_addresses,
+    reaches_loopback,
+    resolve,
+)
+from browserhost.machine import (  # noqa: F401
+    ETC_GENERATED,
+    INSIDE_HOME,
+    INSIDE_RUN,
+    JOIN_CGROUP,
+    RUN_BYTES,
+    Machine,
+    end,
+    openers,
+    read_with_deadline,
+    spawn,
+    unmount_all,
+)
 
 RELAY = "/usr/lib/systemd/systemd-socket-proxyd"
 # The DevTools relay's user: any but the browser's, which could take the relay's socket. Debian's `nobody`, for
@@ -82,51 +103,13 @@ RELAY_USER = "nobody"
 TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",
          RELAY: "systemd"}
-INSIDE_HOME = "/home/session"
-INSIDE_RUN = "/run/lantern"
 INSIDE_EXTENSIONS = "/opt/extensions"
 # Where Debian's Chromium reads enterprise policies an administrator sets (chrome://policy shows them).
 INSIDE_MANAGED_POLICIES = "/etc/chromium/policies/managed"
 DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
-RUN_BYTES = 1024 * 1024  # run/: Xvfb's log
-# slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
-SLIRP_NETWORK, SLIRP_GATEWAY = "10.0.2.0/24", resolver.SLIRP_GATEWAY
-# Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
-ETC_FILES = ("fonts", "ssl", "ca-certificates", "ld.so.cache", "alternatives", "nsswitch.conf", "localtime",
-             "mime.types", "X11")
-# Read-only caches of the host that save every start work: without fontconfig's, each Chromium scans every
-# font again (a sandboxed start took 0.8 s instead of 0.35 s here).
-SHARED_CACHES = ("/var/cache/fontconfig",)
-# Written for each sandbox: its user, its loopback names, its own resolver.
-ETC_GENERATED = ("passwd", "group", "hosts", "resolv.conf")
-BLOCKED_NETWORKS = (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
-    "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
-    "::/127", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10", "ff00::/8")
-ALLOWLIST_PORTS = (80, 443)
-# What Chromium runs on Linux besides itself (named in its binary: xdg-open for downloads it opens and external
-# links, xdg-email for mailto:, xdg-settings and xdg-mime for the default browser, the xdg-desktop-*/icon tools
-# for web apps' shortcuts, kdialog and zenity for file dialogs, the desktops' settings for the proxy's), and
-# what opens a file or link with the program that files of the session's name (.desktop files, mimeapps.list,
-# mailcap): /usr/bin/false inside, over the file each resolves to on the host (the x-www-browser alternatives lead
-# to a browser, which would start without Lantern's flags).
-OPENERS = ("xdg-open", "xdg-email", "xdg-settings", "xdg-mime", "xdg-desktop-menu", "xdg-desktop-icon",
-           "xdg-icon-resource", "update-desktop-database", "kdialog", "zenity", "gnome-control-center",
-           "unity-control-center", "dde-control-center", "gnome-network-properties", "kcmshell4", "kcmshell5",
-           "kcmshell6", "systemsettings", "gio", "gtk-launch", "gvfs-open", "gnome-open", "kde-open", "kde-open5",
-           "kfmclient", "exo-open", "mimeopen", "run-mailcap", "see", "sensible-browser", "x-www-browser",
-           "www-browser", "gnome-www-browser", "open")
-# Where they are: /usr/bin (the sandbox's PATH), and GLib's gio-launch-desktop, which starts a .desktop file's
-# program (its folder looked for once: a glob for each sandboxed process, xdotool's too, took a millisecond).
-OPENER_PATHS = (*(f"/usr/bin/{name}" for name in OPENERS), "/usr/libexec/gio-launch-desktop",
-                *glob.glob("/usr/lib/*/glib-2.0/gio-launch-desktop"))
-INERT = "/usr/bin/false"
+PROFILE = "user-data"  # the browser's profile, in the session's home
 NETNS_PREFIX = "lantern-"
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be set up (what failed is in the message)."""
 
 
 def parse_ports(text):
@@ -255,7 +238,8 @@ def probe(policy):
 
 class Sandbox:
     """One session's sandbox, named after its host's folder for the session (`workdir`), its own folders
-    (run/, etc/, extensions/) under the policy's root."""
+    (run/, home/, tmp/, shm/, etc/, extensions/) under the policy's root, its processes one machine
+    (browserhost/machine.py)."""
 
     def __init__(self, workdir, policy, *, memory_mb, allowed_hosts=None):
         self.workdir = Path(workdir).absolute()
@@ -266,10 +250,11 @@ class Sandbox:
         # Under the policy's root, which the sandbox user can walk (bubblewrap opens the folders it mounts
         # as that user, and a host's own folder may be in a home it cannot enter).
         self.root = policy.root / self.name
-        self.run, self.etc = self.root / "run", self.root / "etc"
+        self.cgroup = Cgroup(self.name)
+        self.machine = Machine(self.root, self.name, self.cgroup, memory_mb)
+        self.run, self.etc, self.home = self.machine.run, self.machine.etc, self.machine.home
         self.devtools_folder = self.root / "devtools"  # root's, and mounted nowhere inside
         self.extensions = self.root / "extensions"  # unpacked by the host, mounted read-only
-        self.cgroup = Cgroup(self.name)
         self._slirp = None
         self._slirp_exit = None
         self._resolver = None
@@ -285,6 +270,7 @@ class Sandbox:
             self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max, self.policy.cpus)
             self._make_network()
             self._start_resolver()
+            self.machine.start(self.policy.ids())
         except (OSError, subprocess.SubprocessError, ValueError, SandboxError, KeyError) as error:
             self.destroy()
             raise SandboxError(f"setting up the sandbox failed: {error}") from None
@@ -299,11 +285,12 @@ class Sandbox:
             self._slirp_exit = None
         for process in (self._slirp, self._resolver, self._relay):
             if process is not None:
-                _end(process)
+                end(process)
         self._slirp = self._resolver = self._relay = None
+        self.machine.stop()
         _remove_netns(self.name)
         self.cgroup.remove()
-        _unmount(self.run)
+        self.machine.unmount()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _make_folders(self):
@@ -312,15 +299,11 @@ class Sandbox:
         self.policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
         self.root.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # walkable by the sandbox user, not listable
-        for folder, owner, mode in ((self.run, uid, 0o700), (self.etc, 0, 0o755), (self.extensions, 0, 0o755),
-                                    (self.devtools_folder, 0, 0o700)):
+        for folder in (self.etc, self.extensions, self.devtools_folder):
             folder.mkdir(exist_ok=True)
-            os.chown(folder, owner, gid if owner else 0)
-            folder.chmod(mode)
-        if not os.path.ismount(self.run):
-            options = f"size={RUN_BYTES},mode=0700,uid={uid},gid={gid},nosuid,nodev,noexec"
-            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(self.run)], check=True,
-                           capture_output=True, timeout=10)
+            os.chown(folder, 0, 0)
+            folder.chmod(0o700 if folder == self.devtools_folder else 0o755)
+        self.machine.mount(uid, gid)
         group = grp.getgrgid(gid).gr_name if gid else "root"
         (self.etc / "passwd").write_text(f"root:x:0:0:root:/:/usr/sbin/nologin\n"
                                          f"session:x:{uid}:{gid}:session:{INSIDE_HOME}:/usr/sbin/nologin\n")
@@ -369,7 +352,7 @@ class Sandbox:
         try:
             with open(self.workdir / "slirp4netns.log", "ab") as out:
                 self._slirp = subprocess.Popen(
-                    ["/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
+                    ["/bin/sh", "-c", JOIN_CGROUP, "join", "0", str(len(procs)), *procs,
                      "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
                      "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
                      f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
@@ -381,7 +364,7 @@ class Sandbox:
             os.close(ready_write)
             os.close(exit_read)
         try:
-            ready = _read_with_deadline(ready_read, 10.0)
+            ready = read_with_deadline(ready_read, 10.0)
         finally:
             os.close(ready_read)
         if ready != b"1":
@@ -393,11 +376,10 @@ class Sandbox:
         mounts = [("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED]
         argv = resolver.dnsmasq_argv(self.allowed_hosts, self.policy.dns_servers,
                                      closed_networks(self.policy.allowed_networks))
-        command = self._command(argv, None, mounts, None, ids=self.policy.resolver_ids())
+        command, _ = self.machine.command(argv, None, mounts, None, ids=self.policy.resolver_ids(), join=False)
         # Its log would hold a line per refused answer, as many as a page asks for: it goes nowhere.
-        self._resolver = _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True).result()
+        self._resolver = spawn(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
         self.cgroup.spared.add(self._resolver.pid)
         listening = "0100007F:0035"  # 127.0.0.1:53 as /proc/net/udp writes it
         deadline = time.monotonic() + 10.0
@@ -422,33 +404,35 @@ class Sandbox:
     # -- running inside -------------------------------------------------------------------------
 
     def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, **options):
-        """subprocess.Popen of `argv` inside the sandbox (`binds`: (host folder, inside path) pairs mounted
+        """subprocess.Popen of `argv` in the session's machine (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
         `screen` (width, height) started inside when given, and, when `devtools` (for the browser), the DevTools
-        socket bound anew and relayed to port 9222 until the sandbox's processes are killed."""
+        socket bound anew and relayed to port 9222 until the sandbox's processes are killed, and the profile's
+        folder emptied of what a previous browser left (its lock names a process id that may now be another's)."""
         mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]
         if devtools:
+            shutil.rmtree(self.home / PROFILE, ignore_errors=True)  # never through a link: rmtree follows none
             self._start_relay()
-        command = self._command(argv, variables, mounts, screen)
-        return _SPAWNER.submit(subprocess.Popen, command, **options).result()
+        command, fds = self.machine.command(argv, variables, mounts, screen, ids=self.policy.ids())
+        return spawn(command, pass_fds=(*fds, *options.pop("pass_fds", ())), **options)
 
     def _start_relay(self):
         """systemd-socket-proxyd on a new DevTools socket, as RELAY_USER in a bubblewrap of its own (a previous
         browser's relay, killed with it, is reaped first)."""
         if self._relay is not None:
             self._relay.kill()  # its bubblewrap: what it runs dies with it (--die-with-parent)
-            _end(self._relay)
+            end(self._relay)
             self._relay = None
         listener = self._devtools_listener()
         try:
             # The socket as fd 3, as socket activation hands it; its "connection refused" while Chromium starts,
             # which the host's first looks meet, goes nowhere.
-            command = self._command([RELAY, f"127.0.0.1:{DEVTOOLS_PORT}"], None, [], None, relay=True,
-                                    ids=self.policy.relay_ids())
-            self._relay = _SPAWNER.submit(subprocess.Popen, command, stdin=listener, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, start_new_session=True).result()
+            command, _ = self.machine.command([RELAY, f"127.0.0.1:{DEVTOOLS_PORT}"], None, [], None, relay=True,
+                                              ids=self.policy.relay_ids(), join=False)
+            self._relay = spawn(command, stdin=listener, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
         finally:
             listener.close()  # the relay holds it now
 
@@ -468,37 +452,6 @@ class Sandbox:
             raise
         return listener
 
-    def _command(self, argv, variables, mounts, screen, *, relay=False, ids=None):
-        uid, gid = ids or self.policy.ids()
-        inner = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                 "--die-with-parent", "--new-session", "--hostname", "session", "--clearenv",
-                 "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                 "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"]
-        for path in (*(f"/etc/{name}" for name in ETC_FILES), *SHARED_CACHES):
-            if os.path.exists(path):
-                inner += ["--ro-bind", path, path]
-        for path in openers(keep=argv[0]):
-            inner += ["--ro-bind", INERT, path]
-        inner += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-                  "--perms", "0700", "--size", str(self.memory_mb * 1024 * 1024), "--tmpfs", INSIDE_HOME]
-        for option, outside, inside in mounts:
-            inner += [option, str(outside), inside]
-        variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(variables or {})}
-        for name, value in variables.items():
-            inner += ["--setenv", name, value]
-        inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
-        if relay:
-            inner += ["--relay"]
-        if screen:
-            inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
-        inner += ["--", *argv]
-        # The cgroup is joined first (by the shell that then becomes the rest), so every process of
-        # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
-        procs = self.cgroup.procs_files()
-        return ["/bin/sh", "-c", JOIN_CGROUP, "join", str(len(procs)), *procs,
-                "ip", "netns", "exec", self.name, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                "--inh-caps=-all", *inner]
-
     def devtools_socket(self):
         return str(self.devtools_folder / DEVTOOLS_SOCKET)
 
@@ -511,35 +464,6 @@ class Sandbox:
         return self.cgroup.oom_kills()
 
 
-# bwrap's --die-with-parent is the kernel's parent-death signal, which fires when the *thread* that
-# started it ends, not the process: sandboxes are started from this one thread, which lives as long as
-# the host (an idle executor thread waits for work until the process ends), never from a request's thread.
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
-
-# The launcher inside the sandbox: for the DevTools relay, its listening socket (which comes as stdin) as fd 3,
-# as systemd's socket activation wants it, with LISTEN_PID its own pid; an X display when asked (a fixed number:
-# /tmp and the network namespace, where X's abstract socket lives, are the sandbox's own), then the command in
-# its place (so the sandbox ends when the browser does).
-LAUNCHER = r"""
-set -e
-if [ "$1" = --relay ]; then
-  exec 3<&0 </dev/null
-  export LISTEN_FDS=1 LISTEN_PID=$$
-  shift
-fi
-if [ "$1" = --screen ]; then
-  mkdir -p -m 1777 /tmp/.X11-unix
-  Xvfb :99 -screen 0 "$2" -nolisten tcp >/run/lantern/xvfb.log 2>&1 &
-  shift 2
-  tries=0
-  until [ -S /tmp/.X11-unix/X99 ]; do
-    tries=$((tries + 1)); [ $tries -lt 200 ] || { echo "Xvfb did not start" >&2; exit 1; }; sleep 0.05
-  done
-  export DISPLAY=:99
-fi
-shift
-exec "$@"
-"""
 # slirp4netns' view of the machine, in a mount namespace of its own (made private first: the unmounts of its
 # sandbox would otherwise reach the host's /run/netns, a shared mount, and unmount every session's namespace):
 # its sandbox keeps /etc and /run of it, which hold here only what it reads (resolv.conf, for its DNS
@@ -557,23 +481,6 @@ mount --rbind /tmp/etc /etc
 mount -t tmpfs -o size=64k,mode=0755 slirp /run
 exec "$@"
 """
-# Write our pid into each cgroup.procs given (their count first), then run the rest.
-JOIN_CGROUP = r"""
-count=$1; shift
-while [ "$count" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; count=$((count - 1)); done
-exec "$@"
-"""
-
-
-def openers(keep=None):
-    """The files of OPENER_PATHS on this host, each followed to its file (under /usr, which the sandbox sees as
-    the host does), but `keep`'s: a host configured to run a browser through its /usr/bin wrapper runs it still."""
-    kept = os.path.realpath(keep) if keep else None
-    found = {os.path.realpath(path) for path in OPENER_PATHS if os.path.exists(path)}
-    return sorted(path for path in found - {kept, os.path.realpath(INERT)}
-                  if path.startswith("/usr/") and os.path.isfile(path))
-
-
 def sandbox_name(workdir):
     """The namespace's and cgroup's name for a session folder: short, and the same after a restart."""
     return NETNS_PREFIX + hashlib.sha256(str(Path(workdir).absolute()).encode()).hexdigest()[:16]
@@ -589,140 +496,12 @@ def remove_leftovers(workdir, policy_root):
     cgroup.kill(0, everything=True)
     cgroup.remove()
     _remove_netns(name)
-    _unmount(folder / "run")
+    unmount_all(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return found
-
-
-def _unmount(path):
-    """Unmount the sandbox's run/ tmpfs (its processes are gone: nothing holds it; lazily if something does)."""
-    if os.path.ismount(path):
-        result = subprocess.run(["umount", str(path)], capture_output=True, timeout=10, check=False)
-        if result.returncode != 0:
-            subprocess.run(["umount", "--lazy", str(path)], capture_output=True, timeout=10, check=False)
-
-
-def _end(process):
-    """Reap a process of the sandbox, whose cgroup was killed; SIGKILL when it is still there after KILL_SECONDS,
-    and then give up after as long: one stuck in the kernel must not keep the rest of the sandbox."""
-    try:
-        process.wait(timeout=KILL_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        try:
-            process.wait(timeout=KILL_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _remove_netns(name):
     if os.path.exists(f"/var/run/netns/{name}"):
         # slirp4netns' exit-fd ends it when its host dies; the namespace's bind mount stays until this.
         subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10, check=False)
-
-
-def _read_with_deadline(fd, seconds):
-    with selectors.DefaultSelector() as selector:  # not select(): a busy host's descriptors pass 1023
-        selector.register(fd, selectors.EVENT_READ)
-        return os.read(fd, 1) if selector.select(seconds) else b""
-
-
-# -- the firewall -------------------------------------------------------------------------------
-
-def host_addresses():
-    """Every address of this machine's interfaces (from `ip -j addr`): a session reaches none of them.
-    SandboxError when they cannot be read: a firewall without them would let pages reach the host."""
-    result = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, timeout=10, check=False)
-    try:
-        interfaces = json.loads(result.stdout)
-        return [ipaddress.ip_address(info["local"]) for interface in interfaces
-                for info in interface.get("addr_info", ()) if info.get("local")]
-    except (ValueError, TypeError, KeyError) as error:
-        raise SandboxError(f"cannot read this machine's addresses (ip -j addr: {result.stderr.strip() or error})") \
-            from None
-
-
-def reaches_loopback(policy, allowed_hosts):
-    """Whether a session may reach the host loopback ports the operator listed: when there are some, and
-    its allowlist (if any) names the loopback."""
-    return bool(policy.loopback_ports) and (
-        allowed_hosts is None or bool({"127.0.0.1", "localhost"} & set(resolver.normalize_hosts(allowed_hosts))))
-
-
-def resolve(hosts):
-    """The addresses `hosts` (names or IP literals) resolve to on this host now; ValueError for one that is not
-    a host."""
-    addresses = set()
-    for host in resolver.normalize_hosts(hosts):
-        if resolver.is_ip(host):
-            addresses.add(ipaddress.ip_address(host))
-            continue
-        try:
-            addresses.update(ipaddress.ip_address(info[4][0].split("%")[0])
-                             for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP))
-        except OSError:
-            pass  # it does not resolve: nothing of it is reachable
-    return addresses
-
-
-def closed_networks(opened):
-    """The ranges of BLOCKED_NETWORKS the operator did not open (`opened`: BROWSER_ALLOWED_NETWORKS), and
-    slirp4netns' own network, which stays closed: what the firewall closes, so what no name resolves into for a
-    session (its resolver's answers)."""
-    closed = [ipaddress.ip_network(network) for network in BLOCKED_NETWORKS]
-    for hole in opened:
-        closed = [part for network in closed
-                  for part in ((network,) if network.version != hole.version or not network.overlaps(hole)
-                               else () if network.subnet_of(hole) else network.address_exclude(hole))]
-    return [*closed, ipaddress.ip_network(SLIRP_NETWORK)]
-
-
-def firewall(policy, allowed_hosts, own_addresses, resolver_uid=None):
-    """The nftables ruleset of a session's network namespace (see the module's docstring)."""
-    loopback_ports = ", ".join(f"{low}-{high}" if low != high else str(low) for low, high in policy.loopback_ports)
-    allow_loopback = reaches_loopback(policy, allowed_hosts)
-    resolver_uid = policy.resolver_ids()[0] if resolver_uid is None else resolver_uid
-    rules = ['oifname "lo" accept']  # the session's own resolver among the rest
-    # Its resolver alone reaches the upstream ones (which may be on the machine's loopback or a private
-    # network); DNS to anything else would look up what the resolver refuses.
-    for address, port in resolver.upstreams(policy.dns_servers):
-        family = "ip" if address.version == 4 else "ip6"
-        rules.append(f"meta skuid {resolver_uid} {family} daddr {address} meta l4proto {{ tcp, udp }} "
-                     f"th dport {port} accept")
-    rules.append("meta l4proto { tcp, udp } th dport 53 reject")
-    if allow_loopback:
-        rules.append(f"ip daddr {SLIRP_GATEWAY} tcp dport {{ {loopback_ports} }} accept")
-    # slirp4netns' own network (its gateway is the host's loopback) stays closed whatever networks the
-    # operator opens: opening 10.0.0.0/8 must not open every port of the host.
-    rules.append(f"ip daddr {SLIRP_NETWORK} reject")
-    for family, addresses in _by_family(own_addresses).items():
-        rules.append(f"{family} daddr {{ {', '.join(map(str, addresses))} }} reject")
-    opened = _by_family(policy.allowed_networks)
-    for family, networks in _by_family(ipaddress.ip_network(n) for n in BLOCKED_NETWORKS).items():
-        exception = f"{family} daddr != {{ {', '.join(map(str, opened[family]))} }} " if opened.get(family) else ""
-        rules.append(f"{family} daddr {{ {', '.join(map(str, networks))} }} {exception}reject")
-    if allowed_hosts is not None:
-        ports = ", ".join(map(str, ALLOWLIST_PORTS))
-        for family, addresses in _by_family(resolve(allowed_hosts)).items():
-            listed = ", ".join(map(str, addresses))
-            rules.append(f"{family} daddr {{ {listed} }} tcp dport {{ {ports} }} accept")
-            rules.append(f"{family} daddr {{ {listed} }} udp dport 443 accept")
-        rules.append("reject")
-    nat = (f"ip daddr 127.0.0.1 tcp dport {{ {loopback_ports} }} dnat ip to {SLIRP_GATEWAY}" if allow_loopback
-           else "")
-    return "\n".join([
-        "table inet lantern {",
-        "  chain output_nat {", "    type nat hook output priority -100;", f"    {nat}", "  }",
-        "  chain postrouting {", "    type nat hook postrouting priority 100;",
-        '    ip saddr 127.0.0.0/8 oifname "tap0" masquerade', "  }",
-        "  chain output {", "    type filter hook output priority 0; policy accept;",
-        *(f"    {rule}" for rule in rules), "  }",
-        "}", ""])
-
-
-def _by_family(items):
-    """{"ip": [...IPv4...], "ip6": [...IPv6...]}, each present only when it has items."""
-    families = {}
-    for item in items:
-        families.setdefault("ip" if item.version == 4 else "ip6", []).append(item)
-    return families

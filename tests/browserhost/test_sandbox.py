@@ -123,7 +123,7 @@ def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
     process.wait(timeout=10)
     process.stdout.close()
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
-    assert not os.path.ismount(box.run)
+    assert not any(os.path.ismount(box.root / name) for name in ("run", "home", "tmp", "shm"))
 
 
 def memory_used(box):
@@ -142,14 +142,20 @@ def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_
                             stdout=subprocess.PIPE, text=True)
         assert written.stdout.readline().strip() == "stored"
         assert memory_used(box) - before >= 40_000_000  # the file's pages are the session's
-        assert not any(path.is_file() and path.stat().st_size >= 40_000_000 for path in box.root.rglob("*"))
-        past = box.popen(["/bin/sh", "-c", "head -c 100000000 /dev/zero > ~/more"], stderr=subprocess.PIPE, text=True)
-        assert past.wait(30) != 0  # past the session's cap: no space, or killed for memory
-        past.stderr.close()
+        assert (box.home / "stored").stat().st_size == 40_000_000  # the machine's home, a tmpfs of the host's
+        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
+        machine = {str(box.root / name) for name in ("home", "tmp", "shm", "run")}
+        assert machine <= {mount[1] for mount in mounts if mount[2] == "tmpfs"}
+        on_disk = [path for path in box.root.rglob("*") if not any(str(path).startswith(f"{m}/") for m in machine)]
+        assert not any(path.is_file() and path.stat().st_size >= 40_000_000 for path in on_disk)
         # The DevTools socket's folder, which a CDP client could point downloads at, holds 1 MiB.
         run = box.popen(["/bin/sh", "-c", f"head -c 2000000 /dev/zero > {sandbox.INSIDE_RUN}/download"])
         assert run.wait(30) != 0 and os.path.ismount(box.run)
         assert (box.run / "download").stat().st_size <= sandbox.RUN_BYTES
+        # Last: the machine's home stays full, as a machine's disk does, until the session ends.
+        past = box.popen(["/bin/sh", "-c", "head -c 100000000 /dev/zero > ~/more"], stderr=subprocess.PIPE, text=True)
+        assert past.wait(30) != 0  # past the session's cap: no space, or killed for memory
+        past.stderr.close()
     finally:
         box.destroy()
     written.wait(timeout=10)
@@ -191,8 +197,9 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     process.wait(timeout=10)
     box._resolver.wait(timeout=10)
+    box.machine.holder.wait(timeout=10)
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
-    assert not os.path.ismount(box.run)
+    assert not any(os.path.ismount(box.root / name) for name in ("run", "home", "tmp", "shm"))
     assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
     os.close(box._slirp_exit)
 
