@@ -29,18 +29,16 @@ def main(argv=None):
     address, _, port = args.bind.rpartition(":")
     if not address or not port.isdigit():
         parser.error("--bind: give ADDRESS:PORT, e.g. 127.0.0.1:8790")
-    settings = host_settings.load(APP_URL=args.app_url)
+    # A wrong setting raises SettingsError: its one line is all the host prints as it exits (status 1).
+    settings = host_settings.load(APP_URL=args.app_url, BROWSER_HOST_CAPACITY=args.capacity)
     credential = host_settings.credential(settings)
     if not credential:
         parser.error("no credential: set LANTERN_BROWSER_HOST_CREDENTIAL (or LANTERN_BROWSER_HOST_CREDENTIAL_FILE) "
                      "to what `flask --app app browsers hosts add NAME` printed")
-    capacity = (args.capacity or settings["BROWSER_HOST_CAPACITY"]
-                or host_settings.memory_capacity(settings["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]))
-    try:
-        server = BrowserHostServer(settings, AppClient(settings["APP_URL"], credential), bind=(address, int(port)),
-                                   advertise=args.advertise or f"http://{args.bind}", capacity=capacity)
-    except ValueError as error:  # a setting that does not parse
-        parser.error(str(error))
+    capacity = (settings.browser_host_capacity
+                or host_settings.memory_capacity(settings.browser_host_memory_per_browser_mb))
+    server = BrowserHostServer(settings, AppClient(settings.app_url, credential), bind=(address, int(port)),
+                               advertise=args.advertise or f"http://{args.bind}", capacity=capacity)
     if not server.binary:
         print("Chromium is missing: install Debian's chromium (apt-get install chromium); until then this host "
               "takes no browser and creates answer 503 no_browser_host.", file=sys.stderr)

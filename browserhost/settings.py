@@ -1,92 +1,152 @@
 """The browser host's settings, from `LANTERN_<NAME>` environment variables (the names the app's settings use,
-so one environment file can serve both on one machine); the command line's options come on top.
+so one environment file can serve both on one machine); the command line's options come on top. They are read and
+checked once at start: a wrong one stops the host with one line naming it, its value and what it takes.
 
 The host reads no file of the app: no database URL, no encryption keys. What it needs of the app is
 where to reach it (APP_URL) and its own credential (`flask browsers hosts add NAME` prints it once).
 """
 import os
+import re
 from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-# Settings whose default is None but whose value is a whole number.
-WHOLE_NUMBERS = ("BROWSER_HOST_CAPACITY", "BROWSER_SANDBOXES_MEMORY_MB")
-DEFAULTS = {
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from browserhost import resolver, sandbox
+
+PREFIX = "LANTERN_"
+
+
+class SettingsError(SystemExit):
+    """Settings the host cannot start with; the message is one line, all that `python -m browserhost` prints."""
+
+
+def parsed_by(parse):
+    """The text, once `parse` (the code that uses it) took it: a wrong value is refused at start, not at first use."""
+    def check(text):
+        parse(text)
+        return text
+    return AfterValidator(check)
+
+
+def http_url(value):
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("should be a URL starting with http:// or https://")
+    return value
+
+
+class HostSettings(BaseModel):
+    """The host's settings, frozen. Attribute `app_url` is setting APP_URL (LANTERN_APP_URL)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=str.upper, validate_by_name=True)
+
     # The app's base URL as this host reaches it (its internal API for hosts), e.g. http://10.0.0.5:8000.
-    "APP_URL": "http://127.0.0.1:8000",
+    app_url: Annotated[str, AfterValidator(http_url)] = "http://127.0.0.1:8000"
     # This host's credential, or a file holding it (mode 0600; the credential wins when both are set).
-    "BROWSER_HOST_CREDENTIAL": None,
-    "BROWSER_HOST_CREDENTIAL_FILE": None,
+    browser_host_credential: str | None = None
+    browser_host_credential_file: Path | None = None
     # Most browsers at once (None: 80% of the machine's memory / BROWSER_HOST_MEMORY_PER_BROWSER_MB, as an
     # idle headless Chromium is ~380 MB PSS here).
-    "BROWSER_HOST_CAPACITY": None,
-    "BROWSER_HOST_MEMORY_PER_BROWSER_MB": 512,
+    browser_host_capacity: PositiveInt | None = None
+    browser_host_memory_per_browser_mb: PositiveInt = 512
     # The browsers' folders (None: instance/browser-host under the working folder).
-    "BROWSER_HOST_DIR": None,
+    browser_host_dir: Annotated[Path, AfterValidator(Path.absolute), Field(validate_default=True)] = Path(
+        "instance", "browser-host")
     # Chromium (None: Debian's /usr/lib/chromium/chromium).
-    "BROWSER_CHROMIUM_PATH": None,
+    browser_chromium_path: str | None = None
     # Reports (telemetry, log lines) waiting for the app, at most: past it they are dropped and counted (the
     # app may be away; capture never waits for it).
-    "BROWSER_HOST_REPORT_QUEUE": 200_000,
-    # Extension archives this host keeps once fetched from the app (browserhost/extension_cache.py), in MiB at most:
-    # past it the least recently used go, fetched again when a session names them.
-    "BROWSER_EXTENSION_CACHE_MB": 1024,
+    browser_host_report_queue: PositiveInt = 200_000
     # The most of one CDP message a session's telemetry capture holds, in MiB: a longer one (a page logging a
     # 200 MB string) is skipped while it is read and counted as dropped, so the host's memory stays bounded.
-    "BROWSER_CAPTURE_MAX_MESSAGE_MB": 16,
+    browser_capture_max_message_mb: PositiveInt = 16
     # Sandboxes (browserhost/sandbox.py; docs/browsers.md, "Isolation"). "on": each session's browser runs in
     # a sandbox of its own (own files, unprivileged user, network namespace, cgroup), and a host that cannot
     # make one starts no browser and says why; "off": browsers run as the host's user on its files and
     # network, with a warning at the host's start.
-    "BROWSER_SANDBOX": "on",
+    browser_sandbox: Literal["on", "off"] = "on"
     # The unprivileged user sandboxes run as (a name or a uid); `make run` creates lantern-browser.
-    "BROWSER_SANDBOX_USER": "lantern-browser",
+    browser_sandbox_user: Annotated[str, Field(min_length=1)] = "lantern-browser"
     # Where sandboxes keep their folders (home, DevTools socket): a path the sandbox user can walk, so not
     # under a home folder; every host of the machine may share it.
-    "BROWSER_SANDBOX_DIR": "/var/lib/lantern/sandboxes",
+    browser_sandbox_dir: Annotated[str, Field(pattern="^/")] = "/var/lib/lantern/sandboxes"
     # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
     # none by default): for a development server, or tests.
-    "BROWSER_LOOPBACK_PORTS": "",
+    browser_loopback_ports: Annotated[str, parsed_by(sandbox.parse_ports)] = ""
     # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
-    "BROWSER_ALLOWED_NETWORKS": "",
+    browser_allowed_networks: Annotated[str, parsed_by(sandbox.parse_networks)] = ""
     # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB headful
     # by default; past it the session ends with end_reason "oom"), and this many processes and threads.
-    "BROWSER_SANDBOX_PIDS": 1024,
+    browser_sandbox_pids: PositiveInt = 1024
     # The cores one session's sandbox may keep busy at most (a fraction is fine: "0.5"), slirp4netns and its
     # helpers included; with cores contended, sessions share them in proportion. One session spinning on every
     # core must not slow the others' starts and the API.
-    "BROWSER_SANDBOX_CPUS": 1.0,
+    browser_sandbox_cpus: Annotated[float, Field(ge=0.01, le=1024)] = 1.0
     # The resolvers sessions' own dnsmasq asks ("192.0.2.53, 127.0.0.1#5353"; none: the machine's own, those of its
     # /etc/resolv.conf). Whatever they answer, a session never gets a private, loopback or link-local address.
-    "BROWSER_DNS_SERVERS": "",
+    browser_dns_servers: Annotated[str, parsed_by(resolver.parse_servers)] = ""
     # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
     # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
     # (a session ends "oom"), not the app, its database or this host.
-    "BROWSER_SANDBOXES_MEMORY_MB": None,
-}
+    browser_sandboxes_memory_mb: PositiveInt | None = None
+
+    def __getitem__(self, name):
+        """settings["BROWSER_SANDBOX"] is settings.browser_sandbox (the subscripts the host's modules still use)."""
+        return getattr(self, name.lower())
+
+
+NAMES = {field.alias: name for name, field in HostSettings.model_fields.items()}  # APP_URL -> app_url
+# Every setting's default by its name (tests and make run pass the host's settings along by name).
+DEFAULTS = {field.alias: field.default for field in HostSettings.model_fields.values()}
+SECRETS = {"BROWSER_HOST_CREDENTIAL"}
 
 
 def load(environ=None, **overrides):
-    """The settings: DEFAULTS, then LANTERN_<NAME> variables (read as the default's type), then `overrides`."""
+    """The settings: defaults, then LANTERN_<NAME> variables (an empty one is None where None is allowed), then
+    `overrides` by name (the command line's; None: not given). SettingsError for a wrong one."""
     environ = os.environ if environ is None else environ
-    settings = dict(DEFAULTS)
-    for name, default in DEFAULTS.items():
-        value = environ.get(f"LANTERN_{name}")
+    values, origins = {}, {}
+    for name in NAMES:
+        text = environ.get(PREFIX + name)
+        if text is not None:
+            optional = HostSettings.model_fields[NAMES[name]].default is None
+            values[name], origins[name] = (None if optional and text == "" else text), PREFIX + name
+    for name, value in overrides.items():
         if value is not None:
-            settings[name] = int(value) if isinstance(default, int) or name in WHOLE_NUMBERS else value
-    unknown = set(overrides) - set(DEFAULTS)
-    if unknown:
-        raise KeyError(f"no such host setting: {', '.join(sorted(unknown))}")
-    settings.update({name: value for name, value in overrides.items() if value is not None})
-    settings["BROWSER_HOST_DIR"] = Path(settings["BROWSER_HOST_DIR"] or Path("instance") / "browser-host").absolute()
-    settings["BROWSER_SANDBOXES_MEMORY_MB"] = settings["BROWSER_SANDBOXES_MEMORY_MB"] or browsers_memory_mb()
+            values[name], origins[name] = value, "the command line"
+    try:
+        settings = HostSettings.model_validate(values)
+    except ValidationError as error:
+        raise SettingsError(describe(error, values, origins)) from None
+    if settings.browser_sandboxes_memory_mb is None:
+        settings = settings.model_copy(update={"browser_sandboxes_memory_mb": browsers_memory_mb()})
     return settings
+
+
+def describe(error, values, origins):
+    """One line naming each wrong setting, where it was set, its value and what it takes."""
+    problems = {}
+    for item in error.errors(include_url=False):
+        name = str(item["loc"][0]) if item["loc"] else None
+        if name in problems:
+            continue
+        takes = re.sub(r"^(Input |Value error, |Value )", "", item["msg"])
+        if name is None:
+            problems[name] = takes
+            continue
+        shown = "(hidden)" if name in SECRETS else repr(values[name])
+        problems[name] = f"{name}={shown} (from {origins[name]}): {takes}"
+    return "The browser host cannot start: " + "; ".join(problems.values())
 
 
 def credential(settings):
     """This host's credential: the setting, else the file's first line; None when neither is given."""
-    if settings["BROWSER_HOST_CREDENTIAL"]:
-        return settings["BROWSER_HOST_CREDENTIAL"].strip()
-    if settings["BROWSER_HOST_CREDENTIAL_FILE"]:
-        return Path(settings["BROWSER_HOST_CREDENTIAL_FILE"]).read_text().strip() or None
+    if settings.browser_host_credential:
+        return settings.browser_host_credential.strip()
+    if settings.browser_host_credential_file:
+        return settings.browser_host_credential_file.read_text().strip() or None
     return None
 
 

@@ -96,7 +96,7 @@ def test_with_the_sandbox_off_a_host_probes_nothing_and_can_start_browsers(tmp_p
 
 
 def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(tmp_path):
-    with pytest.raises(ValueError, match="not a port"):
+    with pytest.raises(SystemExit, match="BROWSER_LOOPBACK_PORTS='80,web' .*not a port"):
         host_server(tmp_path, BROWSER_LOOPBACK_PORTS="80,web")
 
 
