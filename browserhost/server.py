@@ -99,7 +99,6 @@ class Hosted:
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
     categories_revision: int = 0  # the app's revision of them: the newest it has said wins (set_categories)
-    categories_put: int = 0  # how many PUTs set them: a heartbeat's answer from before the newest is older
     screen: computer.Screen | None = None  # for the computer API
     options: launch.LaunchOptions | None = None  # what its Chromium was started with (a restart's, its new viewport)
     restarting: bool = False  # its Chromium is being started again (a new viewport): its exit ends nothing
@@ -313,15 +312,12 @@ class BrowserHostServer:
         stop (their session ended without this host being told: a stop that failed to reach it) and each
         session's telemetry categories."""
         running = [h for h in list(self.hosted.values()) if not (h.starting or h.stopping)]
-        puts = {h.session_id: h.categories_put for h in running}
         beat = Heartbeat(sessions=[h.session_id for h in running],
                          active=[h.session_id for h in running if h.connections])
         answer = parse(HeartbeatAnswer, self.client.post(HEARTBEAT, beat.to_dict()))
         for hosted in running:
-            # The app PUTs a change once it is committed: an answer read before that, arriving after the PUT,
-            # would turn the change back until the next beat.
-            if hosted.session_id in answer.categories and hosted.categories_put == puts[hosted.session_id]:
-                hosted.categories = frozenset(answer.categories[hosted.session_id])
+            if hosted.session_id in answer.categories:
+                self.set_categories(hosted, answer.categories[hosted.session_id])
         for session_id in answer.stop:
             logger.warning("stopping the browser of session %s, which ended without this host being told", session_id)
             threading.Thread(target=self.stop_browser, args=(session_id,), kwargs={"save": False, "reason": None},
@@ -334,7 +330,6 @@ class BrowserHostServer:
             if categories.revision < hosted.categories_revision:
                 return
             hosted.categories, hosted.categories_revision = categories.names, categories.revision
-            hosted.categories_put += 1
 
     def forget_dead_workers(self):
         """A worker killed while relaying never says its client left."""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
+from lantern_wire.control import Categories
 from lantern_wire.hosts import API_PREFIX, HOST_END_REASONS, MAX_REPORT_ITEMS, MAX_REPORT_LINES, MAX_UNAVAILABLE_REASON
 
 # An extension's zip archive, by the SHA-256 of its content (GET EXTENSIONS/<hex digest>).
@@ -84,7 +85,7 @@ class Heartbeat(Shape):
 
 class HeartbeatAnswer(Answer):
     stop: list[str] = []  # sessions that ended without this host being told
-    categories: dict[str, list[str]] = {}  # each running session's telemetry categories
+    categories: dict[str, Categories] = {}  # each running session's telemetry categories, at their revision
 
 
 class TelemetryReport(Shape):

@@ -12,9 +12,8 @@ from datetime import timedelta
 from flask import current_app
 from peewee import DataError
 
-from app.browsers import lifecycle, logs, telemetry
+from app.browsers import drivers, lifecycle, logs, telemetry
 from app.browsers.models import BrowserHost, BrowserSession
-from app.browsers.telemetry_settings import session_categories
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, forbidden
@@ -61,7 +60,8 @@ def register(host, registration):
 def heartbeat(host, running, active):
     """The host is alive; its sessions with CDP clients are active. Answers which of its browsers to stop (their
     session ended a while ago without the host being told: a stop that failed to reach it; recently ended ones
-    are left to the stop on its way, which may save the profile) and each running session's categories."""
+    are left to the stop on its way, which may save the profile) and each running session's categories at their
+    revision (the host keeps the newest it is told, so an answer read before a change's PUT cannot undo it)."""
     BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == host.id).execute()
     recently = clock.now() - timedelta(seconds=current_app.config["BROWSER_HOST_START_SECONDS"] * 2)
     current = {session.id: session for session in BrowserSession.select().where(
@@ -71,7 +71,7 @@ def heartbeat(host, running, active):
         if current[session_id].is_active:
             lifecycle.touch(current[session_id])
     return HeartbeatAnswer(stop=sorted(set(running) - set(current)),
-                           categories={session_id: session_categories(session)
+                           categories={session_id: drivers.categories(session).model_dump(mode="json")
                                        for session_id, session in current.items() if session.is_active}).to_dict()
 
 

@@ -80,7 +80,8 @@ def test_a_session_is_reported_on_while_it_is_on_the_host_and_forgotten_when_it_
 
 
 def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_path, monkeypatch):
-    """The app PUTs new categories once committed; a beat it answered before that can arrive after the PUT."""
+    """The app PUTs new categories once committed; a beat it answered before that can arrive after the PUT: the
+    host keeps the newest revision, whichever way it came."""
     app = FakeApp()
     server = host_server(tmp_path, app)
     server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
@@ -89,7 +90,7 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
     assert server.start_browser({"session_id": "s1", "headless": True, "categories": {"revision": 1,
                                                                                        "names": ["console"]}})[0] == 201
     hosted = server.hosted["s1"]
-    stale = {"stop": [], "categories": {"s1": ["console"]}}
+    stale = {"stop": [], "categories": {"s1": {"revision": 1, "names": ["console"]}}}
 
     def answered_before_the_put(path, body):
         server.set_categories(hosted, Categories(revision=2))  # the PUT arrives while the beat is out
@@ -97,10 +98,11 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
 
     monkeypatch.setattr(app, "post", answered_before_the_put)
     server.heartbeat()
-    assert hosted.categories == frozenset()
-    monkeypatch.setattr(app, "post", lambda path, body: stale)  # a later beat carries what the app has
+    assert (hosted.categories, hosted.categories_revision) == (frozenset(), 2)
+    newer = {"stop": [], "categories": {"s1": {"revision": 3, "names": ["console", "page"]}}}
+    monkeypatch.setattr(app, "post", lambda path, body: newer)  # a change whose PUT did not reach the host
     server.heartbeat()
-    assert hosted.categories == frozenset({"console"})
+    assert (hosted.categories, hosted.categories_revision) == (frozenset({"console", "page"}), 3)
 
 
 def test_the_host_keeps_the_newest_revision_of_a_sessions_categories(tmp_path, monkeypatch):

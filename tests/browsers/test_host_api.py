@@ -113,11 +113,16 @@ def test_a_heartbeat_touches_sessions_with_clients_and_says_what_to_stop_and_cap
     clock.freeze(clock.now() + timedelta(seconds=5))
     answer = post(HEARTBEAT, {"sessions": [active, idle, "gone"], "active": [active]}).get_json()
     assert answer["stop"] == ["gone"]
-    assert answer["categories"][idle] == [] and {"console", "network", "monitor"} <= set(answer["categories"][active])
+    assert answer["categories"][idle] == {"revision": 0, "names": []}
+    assert {"console", "network", "monitor"} <= set(answer["categories"][active]["names"])
     assert set(answer["categories"]) == {active, idle}
     with app.app_context(), db.connection_context():
         touched = {s.id: s.last_active_at for s in BrowserSession.select()}
     assert touched[active] > touched[idle]
+    client.patch(f"/browsers/{idle}", json={"telemetry": {"enabled": True}})  # each change is a newer revision
+    answer = post(HEARTBEAT, {"sessions": [active, idle], "active": []}).get_json()
+    assert answer["categories"][idle]["revision"] == 1 and "system" in answer["categories"][idle]["names"]
+    assert answer["categories"][active]["revision"] == 0
 
 
 def test_a_batch_is_applied_once_even_when_sent_again(app, client, add_host, new_browser):

@@ -45,7 +45,7 @@ def test_what_is_none_is_not_sent():
 @pytest.mark.parametrize("shape, data", [
     (Registration, {"address": "http://h:1", "capacity": 2, "headful": False, "unavailable_reason": "no chromium"}),
     (Heartbeat, {"sessions": ["a", "b"], "active": ["a"]}),
-    (HeartbeatAnswer, {"stop": ["c"], "categories": {"a": ["console"]}}),
+    (HeartbeatAnswer, {"stop": ["c"], "categories": {"a": {"revision": 2, "names": ["console", "page"]}}}),
     (Registered, {"name": "h1", "heartbeat_seconds": 2.0}),
     (ReportResults, {"results": [{"status": "ok", "accepted": 1}, {"status": "refused", "message": "no"}]}),
 ])
