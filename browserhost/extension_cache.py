@@ -11,7 +11,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from lantern_wire.reports import EXTENSIONS, SHA256
+from lantern_wire.control import SHA256
+from lantern_wire.reports import EXTENSIONS
 
 logger = logging.getLogger(__name__)
 # The largest archive the app takes (app/extensions: an upload's limit).

@@ -20,8 +20,6 @@ browser does into telemetry events, and a tail of Chromium's output into log lin
 archives them as its ingest endpoints do (workers' streams catch up from the archive), in
 batches, and neither counts as activity.
 """
-import base64
-import io
 import logging
 import os
 import re
@@ -40,6 +38,7 @@ from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.control import ControlHandler
 from browserhost.display import Display
+from browserhost.extension_cache import ArchiveMismatch, ExtensionCache
 from browserhost.uplink import AppUnreachable, Refused, Reports
 from lantern_wire import control
 from lantern_wire.hosts import (
@@ -139,6 +138,7 @@ class BrowserHostServer:
         self.httpd = None
         # The descriptors holding this host's credential and folder (host_folder.py), open while it runs.
         self.credential_lock = self.folder_lock = None
+        self.extensions = None  # the ExtensionCache, in this host's folder once it is known (registered)
 
     # -- life ------------------------------------------------------------------------------
 
@@ -182,6 +182,8 @@ class BrowserHostServer:
         except host_folder.FolderInUse as error:
             return self.refuse_folder(error)
         (self.root / "sessions").mkdir(parents=True, exist_ok=True)
+        self.extensions = ExtensionCache(self.root / "extensions", self.client,
+                                         self.settings.browser_extension_cache_mb << 20)
         self.clean_up_after_crash()
         (self.root / "replays").mkdir(exist_ok=True)
         self.reports.start()
@@ -419,7 +421,7 @@ class BrowserHostServer:
             hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=spec.memory_mb,
                                          allowed_hosts=spec.allowed_hosts).create()
         extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
-        extension_dirs = [self._unpack(extensions / e.id, e.zip) for e in spec.extensions]
+        extension_dirs = [self._unpack(extensions / e.id, e) for e in spec.extensions]
         # start_url: loaded by the capture (_open_start_page)
         self._start_chromium(hosted, launch.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
         state = request.profile_state
@@ -521,10 +523,14 @@ class BrowserHostServer:
         if self.hosted.get(hosted.session_id) is hosted:
             self.reports.logs(hosted.session_id, "supervisor", HOST_LOG, [{"message": message}])
 
-    @staticmethod
-    def _unpack(folder, archive_b64):
-        """An extension archive (validated at upload) into `folder`, its manifest's folder returned."""
-        with zipfile.ZipFile(io.BytesIO(base64.b64decode(archive_b64))) as archive:
+    def _unpack(self, folder, extension):
+        """An extension's archive (validated at upload; from the cache, fetched once) into `folder`, its manifest's
+        folder returned; ExtensionUnavailable when the app did not give it."""
+        try:
+            archive_file = self.extensions.open(extension.sha256)
+        except (AppUnreachable, Refused, ArchiveMismatch, ValueError) as error:
+            raise ExtensionUnavailable(extension.id, error) from error
+        with archive_file, zipfile.ZipFile(archive_file) as archive:
             for entry in archive.infolist():
                 target = (folder / entry.filename).resolve()
                 if not target.is_relative_to(folder.resolve()):
@@ -888,9 +894,19 @@ class BrowserHostServer:
         return Handler
 
 
+class ExtensionUnavailable(Exception):
+    """An extension's archive could not be had from the app (unreachable, refused, not what its hash says)."""
+
+    def __init__(self, extension_id, error):
+        super().__init__(f"extension {extension_id}: {type(error).__name__}: {error}")
+        self.extension_id = extension_id
+
+
 def start_failure(error):
     """What the tenant is told of a start that failed with `error`, by kind: never the error's own text, which
     names the host's files, tools, their output and addresses (the host's log keeps it)."""
+    if isinstance(error, ExtensionUnavailable):
+        return f"The browser host could not fetch extension {error.extension_id} from the API; retry later."
     if isinstance(error, sandbox.SandboxError):
         return "The browser's sandbox could not be set up."
     exited = CHROMIUM_EXITED.match(str(error)) if isinstance(error, launch.LaunchError) else None

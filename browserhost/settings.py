@@ -59,6 +59,9 @@ class HostSettings(BaseModel):
     # Reports (telemetry, log lines) waiting for the app, at most: past it they are dropped and counted (the
     # app may be away; capture never waits for it).
     browser_host_report_queue: PositiveInt = 200_000
+    # Extension archives this host keeps once fetched from the app (browserhost/extension_cache.py), in MiB at most:
+    # past it the least recently used go, fetched again when a session names them.
+    browser_extension_cache_mb: PositiveInt = 1024
     # The most of one CDP message a session's telemetry capture holds, in MiB: a longer one (a page logging a
     # 200 MB string) is skipped while it is read and counted as dropped, so the host's memory stays bounded.
     browser_capture_max_message_mb: PositiveInt = 16

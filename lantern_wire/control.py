@@ -10,7 +10,7 @@ app, and writes and reads its JSON; a refusal names the field. Defaults live her
     DELETE /sessions/{id}?save_state=1           -> StopAnswer: the profile's state when asked
     GET    /sessions/{id}/json/version|json/list Chromium's own answers, for the app's /cdp/json routes
     GET    /sessions/{id}/cdp[/devtools/page/{target}]   WebSocket: relayed to Chromium
-    GET    /sessions/{id}/endpoint               -> lantern_wire.devtools.DevTools JSON: for workers on the host's machine
+    GET    /sessions/{id}/endpoint               -> lantern_wire.devtools.DevTools: for workers on the host's machine
     POST   /sessions/{id}/clients                ClientChange -> ClientsAnswer: such a worker's CDP client came or left
     POST   /sessions/{id}/computer               ComputerRequest -> ComputerAnswer, or the failed action's index and why
     POST   /sessions/{id}/replays                ReplayStart -> ReplayStarted (201)
@@ -28,6 +28,7 @@ Telemetry categories carry a revision (the session's count of telemetry changes,
 newest revision it has seen (Categories.newest), whichever of the start, a PUT or a heartbeat's answer brings it,
 so an answer read before a change was committed cannot undo it.
 """
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_serializer
@@ -55,6 +56,8 @@ HEADLESS_MEMORY = ("1GiB", "2GiB", "4GiB")
 HEADFUL_MEMORY = ("8GiB", "16GiB")
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+SHA256 = re.compile(r"[0-9a-f]{64}")  # a content hash in lower-case hex, as blobs and archives are named
+Sha256 = Annotated[str, StringConstraints(strict=True, pattern=f"^{SHA256.pattern}$")]
 CategoryName = Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
 
 
@@ -91,11 +94,12 @@ class Location(Shape):
     locale: str | None = None  # BCP 47, such as "fr-FR"
 
 
-class ExtensionArchive(Shape):
-    """An extension as it travels today: its zip archive, base64 (validated at upload)."""
+class ExtensionRef(Shape):
+    """An extension by reference: the host fetches its zip archive (validated at upload) by this hash from the app's
+    internal API once and keeps it (lantern_wire.reports.EXTENSIONS, browserhost/extension_cache.py)."""
 
     id: Id
-    zip: str
+    sha256: Sha256
 
 
 class BrowserSpec(Shape):
@@ -110,7 +114,7 @@ class BrowserSpec(Shape):
     kiosk_mode: bool = False
     chrome_policy: dict[str, Any] | None = None
     allowed_hosts: list[str] | None = None  # None: no restriction
-    extensions: list[ExtensionArchive] = []
+    extensions: list[ExtensionRef] = []
 
     @property
     def memory_mb(self):

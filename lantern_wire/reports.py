@@ -13,7 +13,6 @@ with them, and a refusal names the field.
 Lone UTF-16 surrogates (JSON carries "\\ud800"; a page's JavaScript makes them) become U+FFFD in the bounded
 texts before they are checked, as the app would store them; free texts (a log line, an event) pass as they are.
 """
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
@@ -43,8 +42,6 @@ def _text(**constraints):
 SessionId = _text(pattern=r"^[a-z0-9]{1,64}$")  # app.core.ids.new_id's, and room to spare
 Batch = Annotated[int, Field(strict=True, gt=0, le=MAX_INT64)]
 UnixSeconds = Annotated[float, Field(ge=0, le=MAX_UNIX_SECONDS, allow_inf_nan=False)]
-SHA256 = re.compile(r"[0-9a-f]{64}")
-Sha256 = Annotated[str, StringConstraints(strict=True, pattern=f"^{SHA256.pattern}$")]
 
 
 class Wire(BaseModel):

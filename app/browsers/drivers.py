@@ -6,7 +6,6 @@ live view), and stops it when the session ends. Telemetry and log lines reach La
 through app.browsers.telemetry.ingest and app.browsers.logs.ingest: the host driver's
 hosts capture them, the external driver's browser posts to the ingest endpoints.
 """
-import base64
 import logging
 import time
 from dataclasses import dataclass
@@ -130,8 +129,9 @@ class HostDriver:
 
     Clients reach it only through this server's CDP relay, /browsers/{id}/cdp, with the
     session's token in the URL (or a bearer key). The host is told everything it needs
-    (settings, extension archives, the profile's state), so it needs none of this server's
-    files; the profile's state comes back when the session ends with save_changes.
+    (settings, the profile's state; extensions by their archive's hash, which it fetches from the
+    internal API once), so it needs none of this server's files; the profile's state comes back
+    when the session ends with save_changes.
     """
 
     name = "host"
@@ -294,9 +294,9 @@ def _location(location):
 
 
 def _archive(extension_id):
+    """The extension by its archive's hash: the host fetches the archive once (GET EXTENSIONS/<sha256>) and keeps it."""
     extension = Extension.get_by_id(extension_id)
-    with open(extension.path, "rb") as archive:
-        return control.ExtensionArchive(id=extension.id, zip=base64.b64encode(archive.read()).decode())
+    return control.ExtensionRef(id=extension.id, sha256=extension.checksum)
 
 
 DRIVERS = {driver.name: driver for driver in (ExternalDriver(), HostDriver())}

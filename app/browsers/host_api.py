@@ -11,10 +11,10 @@ from app.browsers import host_reports, hosts, replays
 from app.core import blobs
 from app.core.errors import ApiError, bad_request, not_found
 from app.orgs.auth import unauthorized
+from lantern_wire.control import SHA256
 from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
 from lantern_wire.reports import (
     EXTENSIONS,
-    SHA256,
     Heartbeat,
     InvalidShape,
     Registration,

@@ -16,7 +16,7 @@ from lantern_wire.control import (
 SHAPES = [
     StartRequest.of(BrowserSpec(headless=False, memory="16GiB", viewport={"width": 1280, "height": 720},
                                 location={"timezone": "Asia/Tokyo"}, allowed_hosts=["example.com"],
-                                extensions=[{"id": "e1", "zip": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA=="}], kiosk_mode=True,
+                                extensions=[{"id": "e1", "sha256": "ab" * 32}], kiosk_mode=True,
                                 chrome_policy={"BookmarkBarEnabled": False}),
                     session_id="s1", profile_state={"cookies": [], "origins": []},
                     categories=Categories(revision=3, names={"console"}), start_seconds=12.5),
@@ -60,6 +60,8 @@ def test_categories_travel_sorted_and_the_newest_revision_wins():
     (StartRequest, {"session_id": "s1", "gpu": True}, "gpu"),
     (StartRequest, {"session_id": "s1", "categories": {"revision": -1}}, "categories.revision"),
     (StartRequest, {"session_id": "s1", "start_seconds": 0}, "start_seconds"),
+    (StartRequest, {"session_id": "s1", "extensions": [{"id": "e1", "sha256": "AB" * 32}]}, "extensions.0.sha256"),
+    (StartRequest, {"session_id": "s1", "extensions": [{"id": "e1", "zip": "UEsFBg=="}]}, "extensions.0"),
     (ComputerRequest, {"actions": "click"}, "actions"),
     (ReplayStart, {"replay_id": "../x", "framerate": 1, "max_seconds": 1, "max_bytes": 1}, "replay_id"),
     (ViewportChange, {"width": 10}, "height"),
