@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from browserhost import keys
+from browserhost.unsandboxed import HostBox
 
 # What one command on the display may take.
 COMMAND_TIMEOUT = 70
@@ -16,12 +17,12 @@ REBIND_SECONDS = 0.3
 
 
 class Display:
-    """A headful session's X display, where its commands run: inside its sandbox (`box`), else on this host."""
+    """A headful session's X display, where its commands run: in its `box` (its sandbox, or by default this host)."""
 
     X_BUTTONS = {"left": 1, "middle": 2, "right": 3, "back": 8, "forward": 9}
 
     def __init__(self, name, box=None, viewport=(1920, 1080)):
-        self.name, self.box, self.viewport = name, box, viewport
+        self.name, self.box, self.viewport = name, box or HostBox(), viewport
         self.spare = None  # the keycodes with no keysym, once read
         self.bound = collections.OrderedDict()  # character -> the spare keycode it has, least recently typed first
 
@@ -77,10 +78,7 @@ class Display:
         variables = {"DISPLAY": self.name, "LC_ALL": "C.UTF-8"}  # xdotool reads its text in the locale's encoding
         pipes = {"stdin": subprocess.PIPE if stdin is not None else subprocess.DEVNULL, "stdout": subprocess.PIPE,
                  "stderr": subprocess.PIPE}
-        if self.box is not None:
-            process = self.box.popen(argv, variables, **pipes)
-        else:
-            process = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, **pipes)
+        process = self.box.popen(argv, variables, **pipes)
         try:
             out, err = process.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:

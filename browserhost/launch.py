@@ -39,23 +39,21 @@ internationalized name in the xn-- form Chromium looks up); `localhost` is block
 binds what Chromium resolves itself, not what a proxy given by --proxy-server would resolve.
 """
 import functools
-import hashlib
 import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from browserhost import cgroups, reshape, resolver, sandbox
+from browserhost import reshape, resolver, sandbox
 from browserhost.cdp import CdpClient
-from lantern_wire.devtools import DevTools
+
+# group_alive, start_xvfb, xvfb_available: also what the host and tests know as launch.*.
+from browserhost.unsandboxed import HostBox, group_alive, kill_group, start_xvfb, xvfb_available  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +62,6 @@ DEFAULT_CHROMIUM = "/usr/lib/chromium/chromium"
 CHROME_HEIGHT = 87
 DEFAULT_SCREEN = (1920, 1080)
 LOG_TAIL_CHARS = 3000
-# A Unix socket path holds 107 bytes; Chromium adds /org.chromium.Chromium.XXXXXX/SingletonSocket (46).
-MAX_TMPDIR_LENGTH = 60
-SINGLETON_FILES = ("SingletonLock", "SingletonSocket", "SingletonCookie")
 
 # (binary, headful) -> browser UI height, once measured in this process.
 _measured_chrome_heights = {}
@@ -201,7 +196,7 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sand
 class Browser:
     """One running Chromium: `Browser.start(...)`, then `devtools` (or `ws_url` without a sandbox), `stop()`."""
 
-    def __init__(self, binary, process, workdir, devtools, log_path, tmpdir, box=None):
+    def __init__(self, binary, process, workdir, devtools, log_path, box):
         self.binary = binary
         self.headful = False  # on a screen: its windows are as high as a headless one's, but measured apart
         self.own_ui = False  # policies or extensions may add to its UI (a bookmark bar, a toolbar)
@@ -209,11 +204,11 @@ class Browser:
         self.process = process
         # Chromium's own process id on this host: the process started here (also its process group
         # id), or in a sandbox, the browser process found in its cgroup.
-        self.pid = process.pid if box is None else _browser_process(box) or process.pid
+        self.pid = box.browser_pid(process)
         self.workdir = Path(workdir)
         self.devtools = devtools
         self.log_path = log_path
-        self.tmpdir = tmpdir  # TMPDIR as Chromium got it: workdir/tmp or a short link to it (no sandbox)
+        self.tmpdir = box.tmpdir  # TMPDIR as Chromium got it: workdir/tmp or a short link to it (no sandbox)
         self.box = box
 
     @property
@@ -236,18 +231,16 @@ class Browser:
     def exit_status(self):
         """The process's returncode once it ended (a signal's as its negative number), else None. In a
         sandbox, bubblewrap passes on a signal that ended Chromium as 128 + its number."""
-        code = self.process.poll()
-        if self.box is not None and code is not None and code > 128:
-            return 128 - code
-        return code
+        return self.box.exit_status(self.process.poll())
 
     @classmethod
     def start(cls, binary, workdir, options, *, timeout=20.0, box=None):
-        """Start Chromium on `workdir` (user-data/, tmp/, chromium.log), inside `box` when given (a created
-        sandbox.Sandbox), wait until its DevTools endpoint answers, and give its window the viewport; LaunchError,
-        with the log's tail, if it does not (StartTimedOut when it did not within `timeout` seconds, all of the
-        start)."""
+        """Start Chromium on `workdir` (chromium.log), inside `box` (a created sandbox.Sandbox, or by default this
+        host's unsandboxed.HostBox), wait until its DevTools endpoint answers, and give its window the viewport;
+        LaunchError, with the log's tail, if it does not (StartTimedOut when it did not within `timeout` seconds,
+        all of the start)."""
         deadline = time.monotonic() + timeout
+        box = box or HostBox(workdir).create()
         browser = cls._launch(binary, workdir, options, timeout, box)
         browser.headful = headful(options)
         browser.own_ui = bool(options.chrome_policy or options.extension_dirs)
@@ -262,8 +255,7 @@ class Browser:
             browser.stop(grace=0)
             failed = StartTimedOut if time.monotonic() > deadline else LaunchError
             raise failed(f"sizing the browser's window failed: {error}") from error
-        if box is not None:
-            box.bound_cpu()
+        box.bound_cpu()
         return browser
 
     def fit(self, viewport, *, timeout=10.0, settle=False):
@@ -291,81 +283,35 @@ class Browser:
 
     @classmethod
     def _launch(cls, binary, workdir, options, timeout, box):
-        workdir = Path(workdir).absolute()  # as given otherwise: kill_group(expect_in_cmdline=workdir) matches it
+        """Chromium in `box`: its profile in the box's home, extensions bound read-only, an X display of its own
+        when headful (a sandbox's started inside it), its DevTools found where the box has them."""
+        workdir = Path(workdir).absolute()
         chrome_height = _measured_chrome_heights.get((binary, headful(options)), CHROME_HEIGHT)
-        if box is not None:
-            return cls._launch_in(box, binary, workdir, options, timeout, chrome_height)
-        user_data, tmp = workdir / "user-data", workdir / "tmp"
-        user_data.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir(parents=True, exist_ok=True)
-        _remove_stale_files(user_data)
-        argv, env_updates = command(binary, user_data, options, chrome_height=chrome_height)
-        log_path = workdir / "chromium.log"
-        tmpdir = _short_path_to(tmp)
-        with open(log_path, "ab") as log_file:
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                       env={**os.environ, "TMPDIR": tmpdir, **env_updates,
-                                            # The crash handler's database, else ~/.config/chromium.
-                                            "BREAKPAD_DUMP_LOCATION": str(workdir / "crash-dumps")},
-                                       start_new_session=True, close_fds=True)
-        try:
-            devtools = _wait_for_devtools(process, time.monotonic() + timeout, lambda: _on_port(user_data))
-        except LaunchError as error:
-            kill_group(process.pid, grace=0)
-            process.wait()
-            if os.path.islink(tmpdir):
-                os.unlink(tmpdir)
-            raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
-        return cls(binary, process, workdir, devtools, log_path, tmpdir)
-
-    @classmethod
-    def _launch_in(cls, box, binary, workdir, options, timeout, chrome_height):
-        """The same inside `box`: its home (a tmpfs, new for this browser) holds the profile, extensions are
-        bound read-only, an X display is started inside it for a headful browser, DevTools answer on its Unix
-        socket."""
-        Path(box.devtools_socket()).unlink(missing_ok=True)
-        extensions = box.extensions
-        inside = [f"{sandbox.INSIDE_EXTENSIONS}/{Path(folder).resolve().relative_to(extensions.resolve())}"
-                  for folder in options.extension_dirs]
         screen = None
-        if not options.headless:
+        if not options.headless and not options.display:
             screen = options.screen or screen_for(options.viewport, chrome_height, kiosk=options.kiosk)
-            options = replace(options, display=":99")
-        argv, env = command(binary, f"{sandbox.INSIDE_HOME}/user-data", replace(options, extension_dirs=inside),
-                            chrome_height=chrome_height, sandboxed=True)
-        env["BREAKPAD_DUMP_LOCATION"] = f"{sandbox.INSIDE_HOME}/.crash-dumps"
+            options = replace(options, display=box.start_display(screen))
+        argv, env = command(binary, f"{box.inside_home}/{sandbox.PROFILE}",
+                            replace(options, extension_dirs=box.inside_extensions(options.extension_dirs)),
+                            chrome_height=chrome_height, sandboxed=box.sandboxed)
+        env["BREAKPAD_DUMP_LOCATION"] = f"{box.inside_home}/.crash-dumps"  # its database, else ~/.config/chromium
         log_path = workdir / "chromium.log"
         with open(log_path, "ab") as log_file:
-            process = box.popen(argv, env, binds=[(extensions, sandbox.INSIDE_EXTENSIONS),
+            process = box.popen(argv, env, binds=[(box.extensions, sandbox.INSIDE_EXTENSIONS),
                                                   *box.chrome_policy_binds(options.chrome_policy)], screen=screen,
-                                devtools=True,
-                                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, start_new_session=True)
+                                devtools=True, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
-            devtools = _wait_for_devtools(process, time.monotonic() + timeout,
-                                          lambda: _on_socket(box.devtools_socket(), box.policy.ids()[0]))
+            devtools = _wait_for_devtools(process, time.monotonic() + timeout, box.find_devtools)
         except LaunchError as error:
-            box.cgroup.kill(0)
-            process.wait()
+            box.stop_browser(process, grace=0)
             raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
-        return cls(binary, process, workdir, devtools, log_path, "/tmp", box)
+        return cls(binary, process, workdir, devtools, log_path, box)
 
     def stop(self, grace=2.0):
-        """SIGTERM to the group (every process of the sandbox), SIGKILL to what is left after `grace` seconds;
-        the exit status. Idempotent."""
-        if self.box is not None:
-            self.box.cgroup.kill(grace)
-            return self.process.wait(timeout=cgroups.KILL_SECONDS)  # its whole cgroup is gone: bwrap too
-        if self.process.poll() is None:
-            _signal_group(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
-        kill_group(self.pid, grace=0)  # the renderers may outlive the browser process
-        if os.path.islink(self.tmpdir):
-            os.unlink(self.tmpdir)
-        return self.process.wait()
+        """SIGTERM to the browser's processes (every process of a sandbox), SIGKILL to what is left after `grace`
+        seconds; the exit status. Idempotent."""
+        return self.box.stop_browser(self.process, grace)
 
 
 def _measure_chrome_height(cdp, timeout):
@@ -393,31 +339,6 @@ def kiosk(options):
     return options.kiosk and headful(options)
 
 
-def _browser_process(box):
-    """The host pid of the Chromium browser process in `box` (the one of its processes whose command
-    line is Chromium's without a --type= of a child process), or None."""
-    for pid in sorted(box.cgroup.pids()):
-        arguments = _cmdline(pid).split()
-        if arguments and arguments[0].endswith("/chromium") and not any(a.startswith("--type=") for a in arguments):
-            return pid
-    return None
-
-
-def _remove_stale_files(user_data):
-    """Left by a Chromium that was killed: a lock would make the new one hand over to the dead one and
-    exit, an old DevToolsActivePort would name a closed port. In the folder itself, never through a link
-    (a sandbox can write its profile's folder)."""
-    folder = os.open(user_data, os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for name in (*SINGLETON_FILES, "DevToolsActivePort"):
-            try:
-                os.unlink(name, dir_fd=folder)
-            except FileNotFoundError:
-                pass
-    finally:
-        os.close(folder)
-
-
 # Chromium's own window frame on a display without a window manager: a shadow around the window, inside its
 # X window (measured: the page starts 10 px from the window's left and right edges, and 10 below its top).
 FRAME_MARGIN = 10
@@ -435,40 +356,6 @@ def screen_for(viewport, chrome_height=CHROME_HEIGHT, *, kiosk=False):
         return DEFAULT_SCREEN
     return (max(DEFAULT_SCREEN[0], viewport[0] + 2 * FRAME_MARGIN + 1),
             max(DEFAULT_SCREEN[1], viewport[1] + chrome_height + 2 * FRAME_MARGIN + 1))
-
-
-def _short_path_to(tmp):
-    """`tmp`, or a short link to it in /tmp when its path is long: Chromium puts its singleton socket
-    in TMPDIR/org.chromium.Chromium.XXXXXX/, and a Unix socket's path may not exceed 107 bytes
-    (a longer one aborts the start with "Socket path too long")."""
-    if len(str(tmp)) <= MAX_TMPDIR_LENGTH:
-        return str(tmp)
-    for old in Path(tempfile.gettempdir()).glob("lantern-chromium-*"):
-        if old.is_symlink() and not old.exists():  # its workdir was removed without a stop()
-            old.unlink(missing_ok=True)
-    link = Path(tempfile.gettempdir()) / f"lantern-chromium-{hashlib.sha1(str(tmp).encode()).hexdigest()[:16]}"
-    if not (link.is_symlink() and os.readlink(link) == str(tmp)):
-        link.unlink(missing_ok=True)
-        link.symlink_to(tmp)
-    return str(link)
-
-
-def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
-    """End process group `pgid` (SIGTERM, then SIGKILL after `grace` s) and wait until none of its
-    processes runs; True if it had any. Usable for a group recorded before a restart: with
-    `expect_in_cmdline` (e.g. the user-data-dir), a group none of whose processes' command line
-    contains it is left alone, in case its id now belongs to something else."""
-    members = _group_members(pgid)
-    if not members:
-        return False
-    if expect_in_cmdline and not any(expect_in_cmdline in _cmdline(pid) for pid in members):
-        return False
-    if grace > 0:
-        _signal_group(pgid, signal.SIGTERM)
-        _wait_group_gone(pgid, time.monotonic() + grace)
-    _signal_group(pgid, signal.SIGKILL)
-    _wait_group_gone(pgid, time.monotonic() + 5)
-    return True
 
 
 def kill_leftovers(sessions_root, sandbox_root=None):
@@ -491,47 +378,6 @@ def kill_leftovers(sessions_root, sandbox_root=None):
     return killed
 
 
-def group_alive(pgid):
-    return bool(_group_members(pgid))
-
-
-def _signal_group(pgid, signum):
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_group_gone(pgid, deadline):
-    while _group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def _group_members(pgid):
-    """Live (not zombie) processes of group `pgid`, from /proc."""
-    members = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            members.append(int(entry.name))
-    return members
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _wait_for_devtools(process, deadline, find):
     """The browser's DevTools once `find()` gives them (it answers None until then)."""
     while True:
@@ -545,70 +391,8 @@ def _wait_for_devtools(process, deadline, find):
         time.sleep(0.02)
 
 
-def _on_port(user_data):
-    """Chromium's DevTools on the port DevToolsActivePort names (`--remote-debugging-port=0`), once it answers."""
-    active_port = user_data / "DevToolsActivePort"
-    lines = active_port.read_text().splitlines() if active_port.exists() else []
-    if len(lines) < 2:
-        return None
-    devtools = DevTools(lines[1], port=int(lines[0]))
-    return devtools if _answers(devtools) else None
-
-
-def _on_socket(socket_path, owner):
-    """Chromium's DevTools behind a sandbox's socket (of user `owner`), once /json/version answers there
-    (with the browser's path)."""
-    devtools = DevTools("", socket_path=socket_path, owner=owner)
-    try:
-        url = devtools.get_json("/json/version", timeout=1)["webSocketDebuggerUrl"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return replace(devtools, browser_path=urlsplit(url).path)
-
-
-def _answers(devtools):
-    try:
-        devtools.get_json("/json/version", timeout=1)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 def _tail(path):
     try:
         return Path(path).read_text(errors="replace")[-LOG_TAIL_CHARS:]
     except OSError:
         return ""
-
-
-def xvfb_available():
-    return shutil.which("Xvfb") is not None
-
-
-def start_xvfb(workdir, *, screen=DEFAULT_SCREEN, first_display=99, timeout=10.0):
-    """Start `Xvfb :N` (a `screen` of (width, height)) on the first free display number from
-    `first_display`; (process, ":N"). Its output goes to workdir/xvfb.log; the caller stops it."""
-    binary = shutil.which("Xvfb")
-    if binary is None:
-        raise LaunchError("Xvfb is not installed")
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    for number in range(first_display, first_display + 100):
-        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
-            continue
-        with open(workdir / "xvfb.log", "ab") as log_file:
-            process = subprocess.Popen([binary, f":{number}", "-screen", "0", f"{screen[0]}x{screen[1]}x24",
-                                        "-nolisten", "tcp"],
-                                       stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while process.poll() is None and time.monotonic() < deadline:
-            if Path(f"/tmp/.X11-unix/X{number}").exists():
-                return process, f":{number}"
-            time.sleep(0.05)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-            raise LaunchError(f"Xvfb :{number} did not start in time: {_tail(workdir / 'xvfb.log')}")
-        # Lost a race for that number to another X server: try the next.
-    raise LaunchError("no free X display number")

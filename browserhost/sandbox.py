@@ -67,11 +67,12 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from browserhost import resolver
-from browserhost.cgroups import Cgroup
+from browserhost.cgroups import KILL_SECONDS, Cgroup
 
 # Also what other modules and tests know as sandbox.*: the firewall's and the machine's names.
 from browserhost.firewall import (  # noqa: F401
@@ -95,6 +96,7 @@ from browserhost.machine import (  # noqa: F401
     spawn,
     unmount_all,
 )
+from lantern_wire.devtools import DevTools
 
 RELAY = "/usr/lib/systemd/systemd-socket-proxyd"
 # The DevTools relay's user: any but the browser's, which could take the relay's socket. Debian's `nobody`, for
@@ -239,7 +241,12 @@ def probe(policy):
 class Sandbox:
     """One session's sandbox, named after its host's folder for the session (`workdir`), its own folders
     (run/, home/, tmp/, shm/, etc/, extensions/) under the policy's root, its processes one machine
-    (browserhost/machine.py)."""
+    (browserhost/machine.py). browserhost/unsandboxed.py's HostBox has the same interface, for a host without."""
+
+    sandboxed = True
+    inside_home = INSIDE_HOME  # where the browser's profile is, as it sees it
+    tmpdir = "/tmp"
+    display = ":99"  # a headful browser's, started inside (a fixed number: the network namespace is its own)
 
     def __init__(self, workdir, policy, *, memory_mb, allowed_hosts=None):
         self.workdir = Path(workdir).absolute()
@@ -416,6 +423,7 @@ class Sandbox:
             shutil.rmtree(self.home / PROFILE, ignore_errors=True)  # never through a link: rmtree follows none
             self._start_relay()
         command, fds = self.machine.command(argv, variables, mounts, screen, ids=self.policy.ids())
+        options.setdefault("env", {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # for ip, setpriv and bwrap
         return spawn(command, pass_fds=(*fds, *options.pop("pass_fds", ())), **options)
 
     def _start_relay(self):
@@ -451,6 +459,47 @@ class Sandbox:
             listener.close()
             raise
         return listener
+
+    def start_display(self, screen):
+        return self.display  # started with the browser (popen's `screen`), inside
+
+    def inside_extensions(self, folders):
+        """Where the extension `folders` (under extensions/) are inside."""
+        return [f"{INSIDE_EXTENSIONS}/{Path(folder).resolve().relative_to(self.extensions.resolve())}"
+                for folder in folders]
+
+    def find_devtools(self):
+        """Chromium's DevTools behind the sandbox's socket, once /json/version answers there (with the browser's
+        path), else None."""
+        devtools = DevTools("", socket_path=self.devtools_socket(), owner=self.policy.ids()[0])
+        try:
+            url = devtools.get_json("/json/version", timeout=1)["webSocketDebuggerUrl"]
+        except (OSError, ValueError, KeyError):
+            return None
+        return replace(devtools, browser_path=urlsplit(url).path)
+
+    def browser_pid(self, process):
+        """The host pid of the Chromium browser process in the sandbox (the one of its processes whose command line
+        is Chromium's without a --type= of a child process), else `process`'s."""
+        for pid in sorted(self.cgroup.pids()):
+            try:
+                arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if arguments[0].endswith(b"/chromium") and not any(a.startswith(b"--type=") for a in arguments):
+                return pid
+        return process.pid
+
+    @staticmethod
+    def exit_status(code):
+        """bubblewrap passes on a signal that ended Chromium as 128 + its number: the signal's negative number."""
+        return 128 - code if code is not None and code > 128 else code
+
+    def stop_browser(self, process, grace):
+        """SIGTERM to every process of the session but the machine's holder and its network's and resolver's,
+        SIGKILL to what is left after `grace` seconds; the browser's exit status."""
+        self.cgroup.kill(grace)
+        return process.wait(timeout=KILL_SECONDS)  # its whole cgroup is gone: bwrap too
 
     def devtools_socket(self):
         return str(self.devtools_folder / DEVTOOLS_SOCKET)

@@ -33,7 +33,18 @@ from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from browserhost import cgroups, computer, host_folder, launch, replays, reshape, resolver, sandbox, storage
+from browserhost import (
+    cgroups,
+    computer,
+    host_folder,
+    launch,
+    replays,
+    reshape,
+    resolver,
+    sandbox,
+    storage,
+    unsandboxed,
+)
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.control import ControlHandler
@@ -84,8 +95,7 @@ class Hosted:
     session_id: str
     workdir: Path
     browser: launch.Browser | None = None
-    box: sandbox.Sandbox | None = None
-    xvfb: object = None  # without a sandbox: the Xvfb of a headful browser
+    box: sandbox.Sandbox | unsandboxed.HostBox | None = None  # once its start made it
     origins: set = field(default_factory=set)  # of the loaded profile: read back on save
     # Connected CDP clients: id -> (pid of the worker relaying it straight to Chromium, or None when
     # this host relays it, and when it came). A worker that dies takes its entries with it.
@@ -343,7 +353,7 @@ class BrowserHostServer:
     def end_out_of_memory(self):
         """A session whose sandbox had a process killed for memory ends (`oom`), all of it."""
         for hosted in list(self.hosted.values()):
-            if hosted.box is None or not hosted.box.oom_kills():
+            if hosted.starting or not hosted.box.oom_kills():  # a starting one may have no box yet
                 continue
             with self.lock:  # the heartbeat and a browser's watch may both find it: one reports it
                 if hosted.starting or hosted.stopping or hosted.out_of_memory:
@@ -417,11 +427,9 @@ class BrowserHostServer:
     def _launch(self, hosted, request):
         spec = request.spec
         hosted.workdir.mkdir(parents=True)
-        if self.policy is not None:
-            hosted.box = sandbox.Sandbox(hosted.workdir, self.policy, memory_mb=spec.memory_mb,
-                                         allowed_hosts=spec.allowed_hosts).create()
-        extensions = hosted.box.extensions if hosted.box else hosted.workdir / "extensions"
-        extension_dirs = [self._unpack(extensions / e.id, e) for e in spec.extensions]
+        hosted.box = (unsandboxed.HostBox(hosted.workdir) if self.policy is None else sandbox.Sandbox(
+            hosted.workdir, self.policy, memory_mb=spec.memory_mb, allowed_hosts=spec.allowed_hosts)).create()
+        extension_dirs = [self._unpack(hosted.box.extensions / e.id, e) for e in spec.extensions]
         # start_url: loaded by the capture (_open_start_page)
         self._start_chromium(hosted, launch.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
         state = request.profile_state
@@ -434,26 +442,22 @@ class BrowserHostServer:
             max_bytes=CHROMIUM_LOG_MAX_BYTES).start()
         self.note(hosted, f"Chromium started on browser host {self.name}: pid {hosted.browser.pid}, "
                           f"{'headless' if hosted.options.headless else 'headful'}, "
-                          + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box
+                          + (f"in a sandbox of its own (memory cap {hosted.box.memory_mb} MB)" if hosted.box.sandboxed
                              else "WITHOUT a sandbox (BROWSER_SANDBOX=off)"))
         if spec.start_url:
             self._open_start_page(hosted, spec.start_url)
 
     def _start_chromium(self, hosted, options):
-        """Chromium with `options` (without a sandbox, on an X display of its own when headful), and the computer
-        API's screen of it, within the session's start deadline."""
+        """Chromium with `options` (on an X display of its box's when headful), and the computer API's screen of it,
+        within the session's start deadline."""
         if not options.headless:
             hosted.x_screen = launch.screen_for(options.viewport, kiosk=options.kiosk)
             options = replace(options, screen=hosted.x_screen)
-        if hosted.box is None and not options.headless:
-            hosted.xvfb, display = launch.start_xvfb(hosted.workdir, screen=hosted.x_screen)
-            (hosted.workdir / "xvfb.pgid").write_text(str(hosted.xvfb.pid))
-            options = replace(options, display=display)
         hosted.options = options
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
                                               timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
         size = options.viewport or launch.DEFAULT_SCREEN
-        display = None if options.headless else Display(":99" if hosted.box else options.display, hosted.box, size)
+        display = None if options.headless else Display(hosted.box.display, hosted.box, size)
         hosted.screen = computer.Screen(hosted.browser.devtools, display=display, size=size)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
 
@@ -575,12 +579,9 @@ class BrowserHostServer:
                 except (CdpError, OSError) as error:
                     logger.warning("reading the profile state of session %s failed: %s", hosted.session_id, error)
             if hosted.browser:
-                hosted.browser.stop()
-            if hosted.xvfb is not None:
-                launch.kill_group(hosted.xvfb.pid, grace=1)
-                hosted.xvfb.wait()
+                hosted.browser.stop()  # and its display
         finally:
-            if hosted.box is not None:
+            if hosted.box is not None:  # None: the start failed before its box was made
                 try:
                     hosted.box.destroy()
                 except Exception:  # noqa: BLE001 - the session must leave this host all the same
@@ -598,7 +599,7 @@ class BrowserHostServer:
         browser.process.wait()
         if hosted.restarting or hosted.browser is not browser:
             return  # stopped to start again (a new viewport): the new one is watched
-        if hosted.box is not None and hosted.box.oom_kills():
+        if hosted.box.oom_kills():
             self.end_out_of_memory()  # the browser process itself was past the cap
         elif not hosted.stopping:
             ended = exit_metadata(hosted.browser.exit_status)
@@ -708,10 +709,7 @@ class BrowserHostServer:
                           f"({len(urls)} tabs kept)")
         try:
             hosted.capture.stop()
-            old.stop()
-            if hosted.xvfb is not None:
-                launch.kill_group(hosted.xvfb.pid, grace=1)
-                hosted.xvfb.wait()
+            old.stop()  # and its display
             hosted.start_deadline = time.monotonic() + start_seconds
             self._start_chromium(hosted, replace(hosted.options, viewport=viewport, display=None))
             self._load_state(hosted, state, self._time_left(hosted, "loading its storage"))
@@ -833,12 +831,10 @@ class BrowserHostServer:
 
     @staticmethod
     def _spawner(hosted, variables):
-        """How a session's recordings run ffmpeg: inside its sandbox (without one, as this host)."""
+        """How a session's recordings run ffmpeg: in its box (its sandbox, or this host without one)."""
         def spawn(argv, errors):
             pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
-            if hosted.box is not None:
-                return hosted.box.popen(argv, variables, **pipes)
-            return subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", **variables}, **pipes)
+            return hosted.box.popen(argv, variables, **pipes)
 
         return spawn
 

@@ -2,7 +2,7 @@
 Chromium that has not answered by then is ended with its whole start, the host answering 503 and why."""
 import os
 
-from browserhost import launch
+from browserhost import unsandboxed
 from tests.browserhost.helpers import CHROMIUM, host_server, needs_chromium
 
 
@@ -16,4 +16,4 @@ def test_a_start_past_its_deadline_is_ended_and_answered_503_saying_why(tmp_path
     assert (status, answer["code"]) == (503, "browser_host_busy")
     assert "within the start deadline (0.001 s)" in answer["message"] and "busy" in answer["message"]
     assert "s1" not in server.hosted and not workdir.exists()
-    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and str(workdir) in launch._cmdline(int(pid))]
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and str(workdir) in unsandboxed.cmdline(int(pid))]
