@@ -59,183 +59,58 @@ after `kill -9` finds and removes what a previous run left (`remove_leftovers`).
 """
 import grp
 import hashlib
-import ipaddress
 import json
 import os
-import pwd
 import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from browserhost import resolver
 from browserhost.cgroups import KILL_SECONDS, Cgroup
 
-# Also what other modules and tests know as sandbox.*: the firewall's and the machine's names.
-from browserhost.firewall import (  # noqa: F401
+# Also what other modules and tests know as sandbox.*: the machine's, the network's and the policy's names.
+from browserhost.machine import (  # noqa: F401
+    ETC_GENERATED,
+    INSIDE_HOME,
+    INSIDE_RUN,
+    RUN_BYTES,
+    Machine,
+    end,
+    openers,
+    spawn,
+    unmount_all,
+)
+from browserhost.network import (  # noqa: F401
+    Network,
     SandboxError,
     closed_networks,
     firewall,
     host_addresses,
     reaches_loopback,
+    remove_netns,
     resolve,
 )
-from browserhost.machine import (  # noqa: F401
-    ETC_GENERATED,
-    INSIDE_HOME,
-    INSIDE_RUN,
-    JOIN_CGROUP,
-    RUN_BYTES,
-    Machine,
-    end,
-    openers,
-    read_with_deadline,
-    spawn,
-    unmount_all,
+from browserhost.sandbox_policy import (  # noqa: F401
+    DEVTOOLS_PORT,
+    RELAY,
+    SandboxPolicy,
+    parse_cpus,
+    parse_networks,
+    parse_ports,
+    probe,
 )
 from lantern_wire.devtools import DevTools
 
-RELAY = "/usr/lib/systemd/systemd-socket-proxyd"
-# The DevTools relay's user: any but the browser's, which could take the relay's socket. Debian's `nobody`, for
-# daemons that own no files: the relay owns none (the host binds its socket).
-RELAY_USER = "nobody"
-TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux", "ip": "iproute2", "nft": "nftables",
-         "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",
-         RELAY: "systemd"}
 INSIDE_EXTENSIONS = "/opt/extensions"
 # Where Debian's Chromium reads enterprise policies an administrator sets (chrome://policy shows them).
 INSIDE_MANAGED_POLICIES = "/etc/chromium/policies/managed"
-DEVTOOLS_PORT = 9222
 DEVTOOLS_SOCKET = "devtools.sock"
 PROFILE = "user-data"  # the browser's profile, in the session's home
 NETNS_PREFIX = "lantern-"
-
-
-def parse_ports(text):
-    """'18000-18099,3000' -> ((18000, 18099), (3000, 3000)); ValueError on anything else."""
-    ranges = []
-    for part in filter(None, (p.strip() for p in str(text or "").split(","))):
-        low, _, high = part.partition("-")
-        if not (low.strip().isdigit() and (high or low).strip().isdigit()):
-            raise ValueError(f"not a port or range of ports: {part!r}")
-        low, high = int(low), int(high or low)
-        if not 1 <= low <= high <= 65535:
-            raise ValueError(f"not a port or range of ports: {part!r}")
-        if low <= DEVTOOLS_PORT <= high:
-            raise ValueError(f"port {DEVTOOLS_PORT} is the sandbox's own DevTools port; leave it out of {part!r}")
-        ranges.append((low, high))
-    return tuple(ranges)
-
-
-def parse_networks(text):
-    """'10.1.0.0/16, fd00::/8' -> (IPv4Network('10.1.0.0/16'), ...); ValueError on anything else."""
-    items = text if isinstance(text, (list, tuple)) else str(text or "").split(",")
-    return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
-
-
-def parse_cpus(text):
-    """'1.5' -> 1.5 (cores); ValueError for what is not a positive number."""
-    cpus = float(text)
-    if not 0.01 <= cpus <= 1024:
-        raise ValueError(f"BROWSER_SANDBOX_CPUS is a number of cores from 0.01, not {text!r}")
-    return cpus
-
-
-@dataclass(frozen=True)
-class SandboxPolicy:
-    """What every sandbox of a host gets (from BROWSER_SANDBOX_* and BROWSER_* settings)."""
-
-    user: str = "lantern-browser"
-    root: Path = Path("/var/lib/lantern/sandboxes")
-    loopback_ports: tuple = ()
-    allowed_networks: tuple = ()
-    pids_max: int = 1024
-    all_memory_mb: int | None = None  # every sandbox of the machine together (None: as it is)
-    cpus: float = 1.0  # cores a session may keep busy at most
-    dns_servers: tuple = ()  # ((address, port), ...) its resolver asks (none: the machine's own)
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
-                   loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
-                   allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
-                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"],
-                   cpus=parse_cpus(config["BROWSER_SANDBOX_CPUS"]),
-                   dns_servers=tuple(resolver.parse_servers(config["BROWSER_DNS_SERVERS"])))
-
-    def ids(self):
-        """(uid, gid) of the sandbox user; KeyError when there is no such user."""
-        entry = pwd.getpwuid(int(self.user)) if str(self.user).isdigit() else pwd.getpwnam(self.user)
-        return entry.pw_uid, entry.pw_gid
-
-    @staticmethod
-    def resolver_ids():
-        """(uid, gid) of the user sessions' resolvers run as; KeyError when there is no such user."""
-        entry = pwd.getpwnam(resolver.USER)
-        return entry.pw_uid, entry.pw_gid
-
-    @staticmethod
-    def relay_ids():
-        """(uid, gid) of the user sessions' DevTools relays run as; KeyError when there is no such user."""
-        entry = pwd.getpwnam(RELAY_USER)
-        return entry.pw_uid, entry.pw_gid
-
-
-def probe(policy):
-    """What this machine lacks to sandbox browsers, one sentence each ([]: nothing)."""
-    missing = []
-    if os.geteuid() != 0:
-        missing.append("the browser host does not run as root, which network namespaces and cgroups need")
-    absent = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if absent:
-        packages = " ".join(sorted({TOOLS[tool] for tool in absent}))
-        missing.append(f"{', '.join(absent)} not installed (apt-get install {packages})")
-    try:
-        uid, _ = policy.ids()
-        if uid == 0:
-            missing.append(f"BROWSER_SANDBOX_USER {policy.user} is root")
-    except KeyError:
-        uid = None
-        missing.append(f"no user {policy.user!r} (BROWSER_SANDBOX_USER; make run creates it: "
-                       f"useradd --system --no-create-home --shell /usr/sbin/nologin {policy.user})")
-    helpers = ((resolver.USER, policy.resolver_ids, "sessions' resolvers", "apt-get install dnsmasq-base makes it"),
-               (RELAY_USER, policy.relay_ids, "sessions' DevTools relays", "Debian's base system has it"))
-    for name, ids, who, remedy in helpers:
-        try:
-            if ids()[0] == uid:
-                missing.append(f"BROWSER_SANDBOX_USER {policy.user} is the user {who} run as: the browser must "
-                               "run as another")
-        except KeyError:
-            missing.append(f"no user {name!r}, which {who} run as ({remedy})")
-    if missing:
-        return missing
-    try:
-        Cgroup.parent_ready()
-    except OSError as error:
-        missing.append(f"cgroups: the memory, pids and cpu controllers are not writable here ({error})")
-    else:
-        try:
-            Cgroup.cap_all(policy.all_memory_mb)
-        except OSError as error:  # such as a cap below what the machine's sandboxes hold now
-            missing.append(f"BROWSER_SANDBOXES_MEMORY_MB {policy.all_memory_mb} cannot be set ({error})")
-    uid, gid = policy.ids()
-    try:
-        policy.root.mkdir(mode=0o711, parents=True, exist_ok=True)
-        trial = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "bwrap",
-                                "--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib",
-                                "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-                                "--ro-bind", str(policy.root), "/mnt", "/usr/bin/true"],
-                               capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError) as error:
-        return [*missing, f"trying a sandbox failed: {error}"]
-    if trial.returncode != 0:
-        missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user} with "
-                       f"BROWSER_SANDBOX_DIR {policy.root} in it: {trial.stderr.strip() or trial.returncode} "
-                       "(are unprivileged user namespaces enabled? can that user walk the path to that folder?)")
-    return missing
 
 
 class Sandbox:
@@ -262,8 +137,7 @@ class Sandbox:
         self.run, self.etc, self.home = self.machine.run, self.machine.etc, self.machine.home
         self.devtools_folder = self.root / "devtools"  # root's, and mounted nowhere inside
         self.extensions = self.root / "extensions"  # unpacked by the host, mounted read-only
-        self._slirp = None
-        self._slirp_exit = None
+        self.network = Network(self.name, self.cgroup, self.workdir, policy, allowed_hosts)
         self._resolver = None
         self._relay = None
 
@@ -275,7 +149,7 @@ class Sandbox:
         try:
             self._make_folders()
             self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max, self.policy.cpus)
-            self._make_network()
+            self.network.make()
             self._start_resolver()
             self.machine.start(self.policy.ids())
         except (OSError, subprocess.SubprocessError, ValueError, SandboxError, KeyError) as error:
@@ -287,15 +161,13 @@ class Sandbox:
         """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go.
         Idempotent; the workdir itself is the caller's to remove."""
         self.cgroup.kill(grace, everything=True)
-        if self._slirp_exit is not None:
-            os.close(self._slirp_exit)  # slirp4netns exits when this end closes
-            self._slirp_exit = None
-        for process in (self._slirp, self._resolver, self._relay):
+        self.network.stop()
+        for process in (self._resolver, self._relay):
             if process is not None:
                 end(process)
-        self._slirp = self._resolver = self._relay = None
+        self._resolver = self._relay = None
         self.machine.stop()
-        _remove_netns(self.name)
+        remove_netns(self.name)
         self.cgroup.remove()
         self.machine.unmount()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -334,50 +206,6 @@ class Sandbox:
         path.chmod(0o644)
         return [(folder, INSIDE_MANAGED_POLICIES)]
 
-    def _make_network(self):
-        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)
-        self._in_netns(["ip", "link", "set", "lo", "up"])
-        self._in_netns(["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"])  # 127.0.0.1:PORT -> gateway
-        # slirp4netns' tap0 gives no IPv6 route; its link-local address would only turn valid a second or two
-        # after Chromium started, which Chromium takes for a network change: it aborts the page loads under way
-        # (net::ERR_NETWORK_CHANGED). So tap0 gets no IPv6 at all.
-        self._in_netns(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
-        self._in_netns(["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])  # the resolver's port
-        self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
-        ready_read, ready_write = os.pipe()
-        exit_read, self._slirp_exit = os.pipe()
-        # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
-        # (the firewall refuses it either way).
-        loopback = [] if (reaches_loopback(self.policy, self.allowed_hosts)
-                          or resolver.reaches_loopback(self.policy.dns_servers)) else ["--disable-host-loopback"]
-        # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
-        # namespace of its own with /etc and /run read-only (SLIRP_VIEW's), drops every capability but binding
-        # low ports, and its seccomp filter leaves it the few system calls a network stack needs. In the
-        # session's cgroup: the CPU and memory its packets take are the session's.
-        procs = self.cgroup.procs_files()
-        netns = os.open(f"/var/run/netns/{self.name}", os.O_RDONLY)
-        try:
-            with open(self.workdir / "slirp4netns.log", "ab") as out:
-                self._slirp = subprocess.Popen(
-                    ["/bin/sh", "-c", JOIN_CGROUP, "join", "0", str(len(procs)), *procs,
-                     "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
-                     "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
-                     f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
-                     f"/proc/self/fd/{netns}", "tap0"],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    pass_fds=(ready_write, exit_read, netns), start_new_session=True)
-        finally:
-            os.close(netns)
-            os.close(ready_write)
-            os.close(exit_read)
-        try:
-            ready = read_with_deadline(ready_read, 10.0)
-        finally:
-            os.close(ready_read)
-        if ready != b"1":
-            raise SandboxError(f"slirp4netns did not come up: {(self.workdir / 'slirp4netns.log').read_text()[-500:]}")
-        self.cgroup.spared.add(self._slirp.pid)
-
     def _start_resolver(self):
         """The session's dnsmasq, once it listens (SandboxError when it does not)."""
         mounts = [("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED]
@@ -401,12 +229,6 @@ class Sandbox:
             if time.monotonic() > deadline:
                 raise SandboxError("the session's dnsmasq did not listen in time")
             time.sleep(0.01)
-
-    def _in_netns(self, argv, stdin=None):
-        result = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin, text=True,
-                                capture_output=True, timeout=10, check=False)
-        if result.returncode != 0:
-            raise SandboxError(f"{' '.join(argv)} in the session's network namespace: {result.stderr.strip()}")
 
     # -- running inside -------------------------------------------------------------------------
 
@@ -513,23 +335,6 @@ class Sandbox:
         return self.cgroup.oom_kills()
 
 
-# slirp4netns' view of the machine, in a mount namespace of its own (made private first: the unmounts of its
-# sandbox would otherwise reach the host's /run/netns, a shared mount, and unmount every session's namespace):
-# its sandbox keeps /etc and /run of it, which hold here only what it reads (resolv.conf, for its DNS
-# forwarder, and the loader's cache), not the machine's root-only files (it is still uid 0, if without
-# capabilities). The namespace it enters is opened by the host, before /run is covered.
-SLIRP_VIEW = r"""
-set -e
-mount -t tmpfs -o size=64k,mode=0755 slirp /tmp
-mkdir /tmp/etc
-for name in resolv.conf ld.so.cache; do
-  touch "/tmp/etc/$name"
-  mount --bind -o ro "/etc/$name" "/tmp/etc/$name"
-done
-mount --rbind /tmp/etc /etc
-mount -t tmpfs -o size=64k,mode=0755 slirp /run
-exec "$@"
-"""
 def sandbox_name(workdir):
     """The namespace's and cgroup's name for a session folder: short, and the same after a restart."""
     return NETNS_PREFIX + hashlib.sha256(str(Path(workdir).absolute()).encode()).hexdigest()[:16]
@@ -544,13 +349,7 @@ def remove_leftovers(workdir, policy_root):
     found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}") or folder.exists()
     cgroup.kill(0, everything=True)
     cgroup.remove()
-    _remove_netns(name)
+    remove_netns(name)
     unmount_all(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return found
-
-
-def _remove_netns(name):
-    if os.path.exists(f"/var/run/netns/{name}"):
-        # slirp4netns' exit-fd ends it when its host dies; the namespace's bind mount stays until this.
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10, check=False)

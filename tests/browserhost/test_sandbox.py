@@ -190,8 +190,8 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     workdir = tmp_path / "sessions" / "s1"
     box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=64).create()
     process = box.popen(["/bin/sleep", "60"])
-    box._slirp.kill()  # as if the host died: its slirp4netns goes with it (exit-fd), the rest stays
-    box._slirp.wait()
+    box.network.slirp.kill()  # as if the host died: its slirp4netns goes with it (exit-fd), the rest stays
+    box.network.slirp.wait()
     assert process.pid in box.cgroup.pids()
 
     assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
@@ -201,7 +201,7 @@ def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
     assert not any(os.path.ismount(box.root / name) for name in ("run", "home", "tmp", "shm"))
     assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
-    os.close(box._slirp_exit)
+    os.close(box.network.slirp_exit)
 
 
 def test_opening_the_operators_private_networks_keeps_slirps_own_network_closed():
@@ -270,7 +270,7 @@ def test_a_session_spinning_on_every_core_is_held_to_its_cpus_with_its_network_s
     try:
         box.bound_cpu()
         assert box.cgroup.limits()[2] == 0.05
-        assert box._slirp.pid in box.cgroup.pids()
+        assert box.network.slirp.pid in box.cgroup.pids()
         spin = " ".join(["(while :; do :; done) &"] * (os.cpu_count() or 1))
         spinning = box.popen(["/bin/sh", "-c", f"{spin} sleep 30"])
         assert eventually(lambda: box.cgroup.cpu_throttled() > 0, 10, interval=0.1), "never throttled"
@@ -291,13 +291,13 @@ def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
     try:
         second = sandbox.Sandbox(tmp_path / "sessions" / "s2", sandbox.SandboxPolicy(), memory_mb=64).create()
         try:
-            status = Path(f"/proc/{second._slirp.pid}/status").read_text()
+            status = Path(f"/proc/{second.network.slirp.pid}/status").read_text()
             fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
             assert int(fields["CapEff"], 16) == int(fields["CapPrm"], 16) == 1 << 10  # CAP_NET_BIND_SERVICE
             assert int(fields["CapBnd"], 16) == 1 << 10 and fields["NoNewPrivs"] == "1" and fields["Seccomp"] == "2"
-            assert os.readlink(f"/proc/{second._slirp.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+            assert os.readlink(f"/proc/{second.network.slirp.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
             # Still uid 0: of the machine's files it sees only the two it reads, none it could write.
-            root = Path(f"/proc/{second._slirp.pid}/root")
+            root = Path(f"/proc/{second.network.slirp.pid}/root")
             assert sorted(path.relative_to(root).as_posix() for path in root.rglob("*")) == [
                 "etc", "etc/ld.so.cache", "etc/resolv.conf", "run"]
             with pytest.raises(OSError):

@@ -35,12 +35,12 @@ def test_a_process_past_the_cgroups_kill_is_killed_and_the_rest_of_the_sandbox_s
     gone = []
     monkeypatch.setattr(box.cgroup, "kill", lambda grace, everything=False: None)
     monkeypatch.setattr(box.cgroup, "remove", lambda: gone.append("cgroup"))
-    monkeypatch.setattr(sandbox, "_remove_netns", lambda name: gone.append(name))
-    box._slirp, box._resolver = slirp, resolver = Stuck(unkillable), Stuck(unkillable)
+    monkeypatch.setattr(sandbox, "remove_netns", lambda name: gone.append(name))
+    box.network.slirp, box._resolver = slirp, resolver = Stuck(unkillable), Stuck(unkillable)
 
     box.destroy()
 
     assert slirp.killed and resolver.killed
     assert all(timeout is not None for timeout in slirp.waits + resolver.waits)  # every wait has a deadline
     assert gone == [box.name, "cgroup"] and not box.root.exists()
-    assert box._slirp is None and box._resolver is None
+    assert box.network.slirp is None and box._resolver is None

@@ -1,13 +1,15 @@
-"""A session's firewall: the nftables ruleset of its network namespace (browserhost/sandbox.py makes the namespace
-and loads it), and the ranges it closes, which the session's resolver (browserhost/resolver.py) refuses to answer
-with. What it lets through is in sandbox.py's docstring (**Network**).
+"""A session's network (browserhost/sandbox.py's Sandbox has one): its namespace, slirp4netns' egress, and the
+nftables ruleset in it, with the ranges it closes, which the session's resolver (browserhost/resolver.py) refuses
+to answer with. What it lets through is in sandbox.py's docstring (**Network**).
 """
 import ipaddress
 import json
+import os
 import socket
 import subprocess
 
 from browserhost import resolver
+from browserhost.machine import JOIN_CGROUP, end, read_with_deadline
 
 # slirp4netns' fixed addresses: its gateway (the host's loopback, when not disabled) and its DNS forwarder.
 SLIRP_NETWORK, SLIRP_GATEWAY = "10.0.2.0/24", resolver.SLIRP_GATEWAY
@@ -20,6 +22,103 @@ ALLOWLIST_PORTS = (80, 443)
 
 class SandboxError(RuntimeError):
     """The sandbox could not be set up (what failed is in the message)."""
+
+
+class Network:
+    """A session's network namespace (`name`), its firewall and egress; slirp4netns in the session's `cgroup`, its
+    log in `log_folder`."""
+
+    def __init__(self, name, cgroup, log_folder, policy, allowed_hosts):
+        self.name, self.cgroup, self.log_folder = name, cgroup, log_folder
+        self.policy, self.allowed_hosts = policy, allowed_hosts
+        self.slirp = None
+        self.slirp_exit = None
+
+    def make(self):
+        """The namespace, its firewall, and slirp4netns once it is up (SandboxError when it is not)."""
+        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=10)
+        self._in_netns(["ip", "link", "set", "lo", "up"])
+        self._in_netns(["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"])  # 127.0.0.1:PORT -> gateway
+        # slirp4netns' tap0 gives no IPv6 route; its link-local address would only turn valid a second or two
+        # after Chromium started, which Chromium takes for a network change: it aborts the page loads under way
+        # (net::ERR_NETWORK_CHANGED). So tap0 gets no IPv6 at all.
+        self._in_netns(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        self._in_netns(["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])  # the resolver's port
+        self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
+        ready_read, ready_write = os.pipe()
+        exit_read, self.slirp_exit = os.pipe()
+        # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
+        # (the firewall refuses it either way).
+        loopback = [] if (reaches_loopback(self.policy, self.allowed_hosts)
+                          or resolver.reaches_loopback(self.policy.dns_servers)) else ["--disable-host-loopback"]
+        # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
+        # namespace of its own with /etc and /run read-only (SLIRP_VIEW's), drops every capability but binding
+        # low ports, and its seccomp filter leaves it the few system calls a network stack needs. In the
+        # session's cgroup: the CPU and memory its packets take are the session's.
+        procs = self.cgroup.procs_files()
+        netns = os.open(f"/var/run/netns/{self.name}", os.O_RDONLY)
+        try:
+            with open(self.log_folder / "slirp4netns.log", "ab") as out:
+                self.slirp = subprocess.Popen(
+                    ["/bin/sh", "-c", JOIN_CGROUP, "join", "0", str(len(procs)), *procs,
+                     "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
+                     "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
+                     f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
+                     f"/proc/self/fd/{netns}", "tap0"],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(ready_write, exit_read, netns), start_new_session=True)
+        finally:
+            os.close(netns)
+            os.close(ready_write)
+            os.close(exit_read)
+        try:
+            ready = read_with_deadline(ready_read, 10.0)
+        finally:
+            os.close(ready_read)
+        if ready != b"1":
+            log = (self.log_folder / "slirp4netns.log").read_text()[-500:]
+            raise SandboxError(f"slirp4netns did not come up: {log}")
+        self.cgroup.spared.add(self.slirp.pid)
+
+    def stop(self):
+        """slirp4netns ends (its exit-fd closed) and is reaped; the namespace stays until remove_netns."""
+        if self.slirp_exit is not None:
+            os.close(self.slirp_exit)  # slirp4netns exits when this end closes
+            self.slirp_exit = None
+        if self.slirp is not None:
+            end(self.slirp)
+            self.slirp = None
+
+    def _in_netns(self, argv, stdin=None):
+        result = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin, text=True,
+                                capture_output=True, timeout=10, check=False)
+        if result.returncode != 0:
+            raise SandboxError(f"{' '.join(argv)} in the session's network namespace: {result.stderr.strip()}")
+
+
+def remove_netns(name):
+    if os.path.exists(f"/var/run/netns/{name}"):
+        # slirp4netns' exit-fd ends it when its host dies; the namespace's bind mount stays until this.
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10, check=False)
+
+
+# slirp4netns' view of the machine, in a mount namespace of its own (made private first: the unmounts of its
+# sandbox would otherwise reach the host's /run/netns, a shared mount, and unmount every session's namespace):
+# its sandbox keeps /etc and /run of it, which hold here only what it reads (resolv.conf, for its DNS
+# forwarder, and the loader's cache), not the machine's root-only files (it is still uid 0, if without
+# capabilities). The namespace it enters is opened by the host, before /run is covered.
+SLIRP_VIEW = r"""
+set -e
+mount -t tmpfs -o size=64k,mode=0755 slirp /tmp
+mkdir /tmp/etc
+for name in resolv.conf ld.so.cache; do
+  touch "/tmp/etc/$name"
+  mount --bind -o ro "/etc/$name" "/tmp/etc/$name"
+done
+mount --rbind /tmp/etc /etc
+mount -t tmpfs -o size=64k,mode=0755 slirp /run
+exec "$@"
+"""
 
 
 def host_addresses():
