@@ -3,10 +3,13 @@
     policy = SandboxPolicy.from_config(config)
     missing = probe(policy)                 # [] when this machine can sandbox, else what it lacks
     box = Sandbox(workdir, policy, memory_mb=1024, allowed_hosts=None)
-    box.create()                            # its network, firewall, cgroup and folders
-    process = box.popen(argv, {"TZ": "UTC"}, stdout=...)
-    box.devtools(browser_path).connect()    # its DevTools, reachable by this host alone
+    box.create()                            # its network, firewall, cgroup, folders and machine
+    process = box.popen(argv, {"TZ": "UTC"}, stdout=...)  # a process of the session's machine
+    box.find_devtools()                     # its browser's DevTools, reachable by this host alone
+    box.stop_browser(process, grace=2)      # the session's processes but the machine's own end
     box.destroy()                           # every process of it killed; nothing of it left
+
+browserhost/unsandboxed.py's HostBox is the same for a host without sandboxes (BROWSER_SANDBOX=off).
 
 Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
 - **Files and processes**: one machine per session (browserhost/machine.py): every process the host starts
