@@ -121,3 +121,30 @@ def test_two_sessions_processes_see_neither_each_others_files_nor_processes(tmp_
     first, second = (text.splitlines() for text in seen)
     assert first[:2] == ["0", "0"] and "sleep 3000" in first and "sleep 3001" not in first
     assert second[:2] == ["1", "1"] and "sleep 3001" in second and "sleep 3000" not in second
+
+
+@can_sandbox
+@needs_chromium
+def test_a_browser_started_again_in_the_machine_starts_on_a_new_profile_and_display_with_the_files_kept(tmp_path):
+    """The machine outlives its browser (a restart for a new viewport): what the first left in the shared /tmp and
+    home (its display's lock and socket, its profile's lock naming a pid of the shared namespace) stops no second
+    one, and the session's files stay."""
+    workdir = tmp_path / "sessions" / "s1"
+    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+    try:
+        for number in range(2):
+            browser = Browser.start(CHROMIUM, workdir, LaunchOptions(headless=False, viewport=(800, 600)), box=box,
+                                    timeout=60)
+            try:
+                with CdpClient(browser.devtools) as cdp:
+                    page = open_page(cdp, "about:blank")
+                    assert evaluate(cdp, page, "innerWidth") == 800
+                assert (box.machine.tmp / ".X11-unix" / "X99").exists()
+                (box.home / f"kept{number}").write_text("x")
+            finally:
+                browser.stop(grace=0)
+            assert box.machine.holder.poll() is None  # the machine stays
+            assert set(box.cgroup.pids()) >= box.cgroup.kept
+        assert sorted(path.name for path in box.home.glob("kept*")) == ["kept0", "kept1"]
+    finally:
+        box.destroy()
