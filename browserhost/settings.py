@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
-from browserhost import resolver, sandbox
+from browserhost import resolver, sandbox_policy
 
 PREFIX = "LANTERN_"
 
@@ -77,9 +77,9 @@ class HostSettings(BaseModel):
     browser_sandbox_dir: Annotated[str, Field(pattern="^/")] = "/var/lib/lantern/sandboxes"
     # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
     # none by default): for a development server, or tests.
-    browser_loopback_ports: Annotated[str, parsed_by(sandbox.parse_ports)] = ""
+    browser_loopback_ports: Annotated[str, parsed_by(sandbox_policy.parse_ports)] = ""
     # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
-    browser_allowed_networks: Annotated[str, parsed_by(sandbox.parse_networks)] = ""
+    browser_allowed_networks: Annotated[str, parsed_by(sandbox_policy.parse_networks)] = ""
     # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB headful
     # by default; past it the session ends with end_reason "oom"), and this many processes and threads.
     browser_sandbox_pids: PositiveInt = 1024
