@@ -39,7 +39,7 @@ def main(argv=None):
                 or host_settings.memory_capacity(settings.browser_host_memory_per_browser_mb))
     server = BrowserHostServer(settings, AppClient(settings.app_url, credential), bind=(address, int(port)),
                                advertise=args.advertise or f"http://{args.bind}", capacity=capacity)
-    if not server.binary:
+    if not server.starts.binary:
         print("Chromium is missing: install Debian's chromium (apt-get install chromium); until then this host "
               "takes no browser and creates answer 503 no_browser_host.", file=sys.stderr)
     try:

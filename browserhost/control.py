@@ -1,7 +1,7 @@
 """The browser host's control API over HTTP: the app's calls (and the CDP relay), routed by a table (ROUTES) to the
-host (server.BrowserHostServer), each authorised by the key derived from the host's credential. The routes and the
-shapes of their bodies and answers are lantern_wire/control.py's: a body that is not its route's shape is a 400
-naming the field, in the {"code", "message"} shape of every refusal.
+host's rooms (registry, starts, running, recordings: server.BrowserHostServer wires them), each authorised by the key
+derived from the host's credential. The routes and the shapes of their bodies and answers are lantern_wire/control.py's:
+a body that is not its route's shape is a 400 naming the field, in the {"code", "message"} shape of every refusal.
 """
 import hmac
 import json
@@ -109,7 +109,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         session_id = values.pop("session_id", None)
         hosted = None
         if session_id is not None:
-            hosted = self.host.hosted.get(session_id)
+            hosted = self.host.registry.hosted.get(session_id)
             running = hosted is not None and hosted.browser is not None and not hosted.stopping
             if hosted is None or (endpoint in TO_A_BROWSER and not running):
                 self.answer(404, NOT_RUNNING)
@@ -134,15 +134,17 @@ class ControlHandler(BaseHTTPRequestHandler):
     # -- routes (ROUTES): (hosted or None, body, query=..., path values) -------------------------------------------
 
     def on_start(self, _, request, query):
-        self.answer(*self.host.start_browser(request))
+        self.answer(*self.host.starts.start_browser(request))
 
     def on_stop(self, hosted, _, query):
-        state = self.host.stop_browser(hosted.session_id, save=query.get(control.SAVE_STATE) == ["1"], reason=None)
+        save = query.get(control.SAVE_STATE) == ["1"]
+        state = self.host.registry.stop_browser(hosted.session_id, save=save, reason=None)
         self.answer(200, control.StopAnswer(profile_state=state))
 
     def on_health(self, _, __, query):
-        self.answer(200, control.Health(name=self.host.name, capacity=self.host.capacity,
-                                        sessions=sorted(self.host.hosted)))
+        registry = self.host.registry
+        self.answer(200, control.Health(name=registry.name, capacity=registry.capacity,
+                                        sessions=sorted(registry.hosted)))
 
     def on_endpoint(self, hosted, _, query):
         self.answer(200, hosted.browser.devtools.as_json())
@@ -159,29 +161,29 @@ class ControlHandler(BaseHTTPRequestHandler):
     def on_clients(self, hosted, change, query):
         # A worker on this machine relays straight to Chromium and says when a client comes and goes.
         if change.delta > 0:
-            self.host.client_joined(hosted, change.connection_id, worker_pid=change.worker_pid)
+            self.host.registry.client_joined(hosted, change.connection_id, worker_pid=change.worker_pid)
         else:
-            self.host.client_left(hosted, change.connection_id)
+            self.host.registry.client_left(hosted, change.connection_id)
         self.answer(200, control.ClientsAnswer(clients=len(hosted.connections)))
 
     def on_computer(self, hosted, request, query):
-        self.answer(*self.host.computer(hosted, request))
+        self.answer(*self.host.running.computer(hosted, request))
 
     def on_start_replay(self, hosted, start, query):
-        self.answer(*self.host.start_replay(hosted, start))
+        self.answer(*self.host.recordings.start_replay(hosted, start))
 
     def on_stop_replay(self, hosted, _, query, replay_id):
-        self.answer(*self.host.stop_replay(hosted, replay_id))
+        self.answer(*self.host.recordings.stop_replay(hosted, replay_id))
 
     def on_categories(self, hosted, categories, query):
-        self.host.set_categories(hosted, categories)
+        self.host.registry.set_categories(hosted, categories)
         self.answer(200, control.CategoriesAnswer(categories=sorted(hosted.categories)))
 
     def on_viewport(self, hosted, change, query):
-        self.answer(*self.host.resize(hosted, change))
+        self.answer(*self.host.running.resize(hosted, change))
 
     def on_profile(self, hosted, load, query):
-        self.answer(*self.host.load_profile(hosted, load))
+        self.answer(*self.host.running.load_profile(hosted, load))
 
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""
@@ -195,10 +197,10 @@ class ControlHandler(BaseHTTPRequestHandler):
         upstream.sendall(upgrade_request(target, [f"Host: {devtools.host}"], self.headers))
         upstream.settimeout(None)
         connection_id = secrets.token_hex(8)
-        self.host.client_joined(hosted, connection_id)
+        self.host.registry.client_joined(hosted, connection_id)
         self.connection.settimeout(None)  # the control API's idle timeout is not the CDP client's
         try:
             splice(self.connection, upstream)
         finally:
             upstream.close()
-            self.host.client_left(hosted, connection_id)
+            self.host.registry.client_left(hosted, connection_id)

@@ -79,8 +79,8 @@ class FakeApp:
 def unsandboxed_host(tmp_path, monkeypatch):
     """A host without sandboxes running Chromium, whose browsers are not watched (a watch waits for their exit)."""
     server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = CHROMIUM
-    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    server.starts.binary = CHROMIUM
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
     return server
 
 

@@ -45,9 +45,9 @@ def test_no_policies_no_file():
 
 def test_a_host_without_a_sandbox_refuses_policies_and_says_why(tmp_path):
     server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = "/usr/lib/chromium/chromium"  # never run: refused before
-    status, answer = server.start_browser({"session_id": "s1", "headless": True, "chrome_policy": POLICY})
-    assert status == 400 and "BROWSER_SANDBOX=off" in answer["message"] and "s1" not in server.hosted
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: refused before
+    status, answer = server.starts.start_browser({"session_id": "s1", "headless": True, "chrome_policy": POLICY})
+    assert status == 400 and "BROWSER_SANDBOX=off" in answer["message"] and "s1" not in server.registry.hosted
 
 
 APPLICATIONS = "/home/session/.local/share/applications"

@@ -90,12 +90,12 @@ def test_a_start_whose_allowlist_holds_what_is_not_a_host_is_a_400_naming_it(tmp
     """Before, such a start failed inside the launch (a 500, which the app answers as a 503 the SDKs retry), or
     started with the host left out of the resolver."""
     server = host_server(tmp_path)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: nothing may be launched
-    monkeypatch.setattr(server, "_launch", lambda hosted, body: pytest.fail("a browser was launched"))
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: nothing may be launched
+    monkeypatch.setattr(server.starts, "_launch", lambda hosted, body: pytest.fail("a browser was launched"))
 
-    status, answer = server.start_browser({"session_id": "s1", "headless": True,
+    status, answer = server.starts.start_browser({"session_id": "s1", "headless": True,
                                            "allowed_hosts": ["example.com", "exa mple.com"]})
 
     assert status == 400 and answer["code"] == "bad_request"
     assert "network.allowed_hosts" in answer["message"] and "'exa mple.com'" in answer["message"]
-    assert "s1" not in server.hosted
+    assert "s1" not in server.registry.hosted

@@ -75,24 +75,24 @@ def test_names_are_stable_per_session_folder_and_short():
 def test_the_host_says_what_it_lacks_and_starts_no_browser(tmp_path, monkeypatch):
     app = FakeApp()
     server = host_server(tmp_path, app)
-    server.binary = "/usr/lib/chromium/chromium"
+    server.starts.binary = "/usr/lib/chromium/chromium"
     monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool in ("bwrap", "slirp4netns") else tool)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
-    server.cannot_sandbox = sandbox.probe(server.policy)
-    assert server.cannot_sandbox == ["bwrap, slirp4netns not installed (apt-get install bubblewrap slirp4netns)"]
-    assert server.register()
+    server.starts.cannot_sandbox = sandbox.probe(server.starts.policy)
+    assert server.starts.cannot_sandbox == ["bwrap, slirp4netns not installed (apt-get install bubblewrap slirp4netns)"]
+    assert server.heartbeats.register()
     [(path, registered)] = app.posts
     assert path == REGISTER and registered["capacity"] == 0
     assert "cannot sandbox browsers (bwrap, slirp4netns not installed" in registered["unavailable_reason"]
     assert "BROWSER_SANDBOX=off" in registered["unavailable_reason"]
-    status, answer = server.start_browser({"session_id": "s1", "headless": True})
-    assert status == 503 and "cannot sandbox browsers" in answer["message"] and not server.hosted
+    status, answer = server.starts.start_browser({"session_id": "s1", "headless": True})
+    assert status == 503 and "cannot sandbox browsers" in answer["message"] and not server.registry.hosted
 
 
 def test_with_the_sandbox_off_a_host_probes_nothing_and_can_start_browsers(tmp_path):
     server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = "/usr/lib/chromium/chromium"
-    assert server.policy is None and server.unavailable_reason() is None
+    server.starts.binary = "/usr/lib/chromium/chromium"
+    assert server.starts.policy is None and server.starts.unavailable_reason() is None
 
 
 def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(tmp_path):

@@ -23,7 +23,7 @@ class FakeBrowser:
 
 def test_a_stop_while_the_browser_starts_ends_it_once_started(tmp_path, monkeypatch):
     server = host_server(tmp_path)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
     launching, proceed, browser = threading.Event(), threading.Event(), FakeBrowser()
 
     def slow_launch(hosted, body):
@@ -31,16 +31,16 @@ def test_a_stop_while_the_browser_starts_ends_it_once_started(tmp_path, monkeypa
         assert proceed.wait(10)
         hosted.browser = browser
 
-    monkeypatch.setattr(server, "_launch", slow_launch)
+    monkeypatch.setattr(server.starts, "_launch", slow_launch)
     answers = []
-    starter = threading.Thread(target=lambda: answers.append(server.start_browser({"session_id": "s1",
+    starter = threading.Thread(target=lambda: answers.append(server.starts.start_browser({"session_id": "s1",
                                                                                     "headless": True})))
     starter.start()
     assert launching.wait(10)
-    assert server.stop_browser("s1", save=False, reason=None) is None  # the worker gave up waiting
+    assert server.registry.stop_browser("s1", save=False, reason=None) is None  # the worker gave up waiting
     proceed.set()
     starter.join(10)
-    assert answers[0][0] == 503 and browser.stopped and "s1" not in server.hosted
+    assert answers[0][0] == 503 and browser.stopped and "s1" not in server.registry.hosted
 
 
 def test_an_answer_to_a_caller_that_left_is_dropped_without_a_traceback():
@@ -65,17 +65,17 @@ def test_a_session_is_reported_on_while_it_is_on_the_host_and_forgotten_when_it_
     """A note after the session left (a recording saved, a client gone) stays in the host's log: the app keeps no
     line of an ended session, and reporting it would number the forgotten session's batches again."""
     server = host_server(tmp_path)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
-    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
-    monkeypatch.setattr(server, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server.starts, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)  # (it waits for the browser's process to exit)
     reported, forgotten = [], []
     monkeypatch.setattr(server.reports, "logs", lambda session_id, *args: reported.append(session_id))
     monkeypatch.setattr(server.reports, "forget", forgotten.append)
-    assert server.start_browser({"session_id": "s1", "headless": True})[0] == 201
-    hosted = server.hosted["s1"]
-    server.note(hosted, "while it runs")
-    server.stop_browser("s1", save=False, reason=None)
-    server.note(hosted, "after its end")
+    assert server.starts.start_browser({"session_id": "s1", "headless": True})[0] == 201
+    hosted = server.registry.hosted["s1"]
+    server.registry.note(hosted, "while it runs")
+    server.registry.stop_browser("s1", save=False, reason=None)
+    server.registry.note(hosted, "after its end")
     assert reported == ["s1"] and forgotten == ["s1"]
 
 
@@ -84,37 +84,37 @@ def test_a_heartbeat_answer_read_before_a_categories_put_does_not_undo_it(tmp_pa
     host keeps the newest revision, whichever way it came."""
     app = FakeApp()
     server = host_server(tmp_path, app)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
-    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
-    monkeypatch.setattr(server, "watch", lambda hosted: None)
-    assert server.start_browser({"session_id": "s1", "headless": True, "categories": {"revision": 1,
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server.starts, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
+    assert server.starts.start_browser({"session_id": "s1", "headless": True, "categories": {"revision": 1,
                                                                                        "names": ["console"]}})[0] == 201
-    hosted = server.hosted["s1"]
+    hosted = server.registry.hosted["s1"]
     stale = {"stop": [], "categories": {"s1": {"revision": 1, "names": ["console"]}}}
 
     def answered_before_the_put(path, body):
-        server.set_categories(hosted, Categories(revision=2))  # the PUT arrives while the beat is out
+        server.registry.set_categories(hosted, Categories(revision=2))  # the PUT arrives while the beat is out
         return stale
 
     monkeypatch.setattr(app, "post", answered_before_the_put)
-    server.heartbeat()
+    server.heartbeats.beat()
     assert (hosted.categories, hosted.categories_revision) == (frozenset(), 2)
     newer = {"stop": [], "categories": {"s1": {"revision": 3, "names": ["console", "page"]}}}
     monkeypatch.setattr(app, "post", lambda path, body: newer)  # a change whose PUT did not reach the host
-    server.heartbeat()
+    server.heartbeats.beat()
     assert (hosted.categories, hosted.categories_revision) == (frozenset({"console", "page"}), 3)
 
 
 def test_the_host_keeps_the_newest_revision_of_a_sessions_categories(tmp_path, monkeypatch):
     server = host_server(tmp_path)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
-    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
-    monkeypatch.setattr(server, "watch", lambda hosted: None)
-    assert server.start_browser({"session_id": "s1", "categories": {"revision": 3, "names": ["page"]}})[0] == 201
-    hosted = server.hosted["s1"]
-    server.set_categories(hosted, Categories(revision=2, names={"console"}))  # older than the start's
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server.starts, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
+    assert server.starts.start_browser({"session_id": "s1", "categories": {"revision": 3, "names": ["page"]}})[0] == 201
+    hosted = server.registry.hosted["s1"]
+    server.registry.set_categories(hosted, Categories(revision=2, names={"console"}))  # older than the start's
     assert (hosted.categories, hosted.categories_revision) == ({"page"}, 3)
-    server.set_categories(hosted, Categories(revision=4, names={"console", "network"}))
+    server.registry.set_categories(hosted, Categories(revision=4, names={"console", "network"}))
     assert (hosted.categories, hosted.categories_revision) == ({"console", "network"}, 4)
 
 
@@ -141,7 +141,7 @@ def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_whi
         tmp_path, monkeypatch, caplog, failure, told):
     """#34 item 8: the app passes a failed start's message on to the tenant."""
     server = host_server(tmp_path, BROWSER_SANDBOX="on" if failure == "sandbox" else "off")
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the sandbox or the launch fails first
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the sandbox or the launch fails first
     monkeypatch.setattr(sandbox, "Sandbox", FailingSandbox)
     detail = failure.format(workdir=tmp_path / "sessions" / "s1")
 
@@ -149,12 +149,12 @@ def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_whi
         raise launch.LaunchError(detail)
 
     monkeypatch.setattr(launch.Browser, "start", failing_start)
-    with caplog.at_level(logging.ERROR, logger="browserhost.server"):
-        status, answer = server.start_browser({"session_id": "s1", "headless": True})
+    with caplog.at_level(logging.ERROR, logger="browserhost.starts"):
+        status, answer = server.starts.start_browser({"session_id": "s1", "headless": True})
     assert (status, answer) == (500, {"code": "browser_start_failed", "message": told})
     assert not host_words(SimpleNamespace(workdir=tmp_path)).search(answer["message"])
     assert "/var/lib/lantern/sandboxes/s1/run" in caplog.text if failure == "sandbox" else detail in caplog.text
-    assert "s1" not in server.hosted and not (tmp_path / "sessions" / "s1").exists()
+    assert "s1" not in server.registry.hosted and not (tmp_path / "sessions" / "s1").exists()
 
 
 @pytest.fixture
@@ -165,9 +165,9 @@ def control_api(tmp_path, monkeypatch):
     from http.server import ThreadingHTTPServer
 
     server = host_server(tmp_path)
-    server.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
-    monkeypatch.setattr(server, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
-    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the launch is replaced
+    monkeypatch.setattr(server.starts, "_launch", lambda hosted, body: setattr(hosted, "browser", FakeBrowser()))
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_class())
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
@@ -196,7 +196,7 @@ def test_the_route_table_refuses_a_malformed_body_naming_the_field(control_api):
     assert status == 400 and answer["message"].startswith("actions: ")
     status, answer = control_api("PUT", "/sessions/s1/categories", {"revision": 5, "names": ["page"]})
     assert (status, answer) == (200, {"categories": ["page"]})
-    assert control_api.server.hosted["s1"].categories_revision == 5
+    assert control_api.server.registry.hosted["s1"].categories_revision == 5
 
 
 def test_the_route_table_answers_404_for_what_it_does_not_route_and_401_without_the_key(control_api):

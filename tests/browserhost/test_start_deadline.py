@@ -9,11 +9,11 @@ from tests.browserhost.helpers import CHROMIUM, host_server, needs_chromium
 @needs_chromium
 def test_a_start_past_its_deadline_is_ended_and_answered_503_saying_why(tmp_path, monkeypatch):
     server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    server.binary = CHROMIUM
-    monkeypatch.setattr(server, "watch", lambda hosted: None)
+    server.starts.binary = CHROMIUM
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
     workdir = tmp_path / "sessions" / "s1"
-    status, answer = server.start_browser({"session_id": "s1", "headless": True, "start_seconds": 0.001})
+    status, answer = server.starts.start_browser({"session_id": "s1", "headless": True, "start_seconds": 0.001})
     assert (status, answer["code"]) == (503, "browser_host_busy")
     assert "within the start deadline (0.001 s)" in answer["message"] and "busy" in answer["message"]
-    assert "s1" not in server.hosted and not workdir.exists()
+    assert "s1" not in server.registry.hosted and not workdir.exists()
     assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and str(workdir) in unsandboxed.cmdline(int(pid))]

@@ -52,16 +52,17 @@ class App(LocalServer):
 def host(tmp_path, monkeypatch):
     app = App()
     server = unsandboxed_host(tmp_path, monkeypatch)
-    server.extensions = ExtensionCache(tmp_path / "extensions", AppClient(app.url, "lbh_test", patience=0), 1 << 20)
+    client = AppClient(app.url, "lbh_test", patience=0)
+    server.starts.extensions = ExtensionCache(tmp_path / "extensions", client, 1 << 20)
     server.app = app
     yield server
-    for session_id in list(server.hosted):
-        server.stop_browser(session_id, save=False, reason=None)
+    for session_id in list(server.registry.hosted):
+        server.registry.stop_browser(session_id, save=False, reason=None)
     app.stop()
 
 
 def start(host, session_id, digest=DIGEST):
-    return host.start_browser({"session_id": session_id, "headless": True,
+    return host.starts.start_browser({"session_id": session_id, "headless": True,
                                "extensions": [{"id": "e1", "sha256": digest}]})
 
 
@@ -69,12 +70,12 @@ def start(host, session_id, digest=DIGEST):
 def test_a_second_start_with_the_same_extension_does_not_fetch_it_again(host):
     status, answer = start(host, "s1")
     assert status == 201, answer
-    unpacked = Path(host.hosted["s1"].options.extension_dirs[0])
+    unpacked = Path(host.registry.hosted["s1"].options.extension_dirs[0])
     assert json.loads((unpacked / "manifest.json").read_text())["name"] == "marker"
-    host.stop_browser("s1", save=False, reason=None)
+    host.registry.stop_browser("s1", save=False, reason=None)
     status, answer = start(host, "s2")
     assert status == 201, answer
-    assert (Path(host.hosted["s2"].options.extension_dirs[0]) / "marker.js").exists()
+    assert (Path(host.registry.hosted["s2"].options.extension_dirs[0]) / "marker.js").exists()
     assert host.app.fetched == [DIGEST]
 
 
@@ -83,4 +84,4 @@ def test_an_extension_the_app_does_not_give_fails_the_start_naming_it_and_no_hos
     status, answer = start(host, "s1", digest="ab" * 32)
     assert status == 500 and answer["code"] == "browser_start_failed"
     assert "extension e1" in answer["message"] and str(tmp_path) not in answer["message"]
-    assert "s1" not in host.hosted and not (host.root / "sessions" / "s1").exists()
+    assert "s1" not in host.registry.hosted and not (host.registry.root / "sessions" / "s1").exists()

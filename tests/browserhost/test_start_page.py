@@ -16,8 +16,8 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setattr(server.reports, "logs", lambda session_id, source, process, lines: server.notes.extend(
         line["message"] for line in lines))
     yield server
-    for session_id in list(server.hosted):
-        server.stop_browser(session_id, save=False, reason=None)
+    for session_id in list(server.registry.hosted):
+        server.registry.stop_browser(session_id, save=False, reason=None)
 
 
 def pages(hosted):
@@ -36,11 +36,11 @@ def test_the_capture_waits_for_the_first_tab_within_the_starts_deadline(host, si
 
     monkeypatch.setattr(Capture, "load_start_page", timed)
     url = f"{site.url}/start"
-    status, answer = host.start_browser({"session_id": "s1", "headless": True, "start_url": url,
+    status, answer = host.starts.start_browser({"session_id": "s1", "headless": True, "start_url": url,
                                          "start_seconds": 9.5})
     assert status == 201, answer
     assert len(waits) == 1 and 0 < waits[0] <= 9.5  # the time left of the start, not a wait of its own
-    assert eventually(lambda: pages(host.hosted["s1"]) == [url], 10, interval=0.1)
+    assert eventually(lambda: pages(host.registry.hosted["s1"]) == [url], 10, interval=0.1)
 
 
 @needs_chromium
@@ -48,7 +48,7 @@ def test_a_start_page_the_capture_cannot_open_is_opened_all_the_same_and_the_ses
         host, site, monkeypatch):
     monkeypatch.setattr(Capture, "load_start_page", lambda capture, url, timeout=10.0: False)
     url = f"{site.url}/start"
-    status, answer = host.start_browser({"session_id": "s1", "headless": True, "start_url": url})
+    status, answer = host.starts.start_browser({"session_id": "s1", "headless": True, "start_url": url})
     assert status == 201, answer
-    assert eventually(lambda: pages(host.hosted["s1"]) == [url], 10, interval=0.1)
+    assert eventually(lambda: pages(host.registry.hosted["s1"]) == [url], 10, interval=0.1)
     assert [note for note in host.notes if "start page was opened without the telemetry capture" in note]

@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from browserhost import launch, sandbox
+from browserhost import launch, profile_state, sandbox
 from browserhost.cdp import CdpClient
 from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
-from browserhost.server import Hosted
+from browserhost.registry import Hosted
 from tests.browserhost.helpers import CHROMIUM, evaluate, navigate, needs_chromium, open_page, unsandboxed_host
 from tests.browserhost.test_sandbox import can_sandbox
 
@@ -19,14 +19,14 @@ def host(tmp_path, monkeypatch):
     """A host without sandboxes (its computer API's screen on an X display of its own when headful)."""
     server = unsandboxed_host(tmp_path, monkeypatch)
     yield server
-    for session_id in list(server.hosted):
-        server.stop_browser(session_id, save=False, reason=None)
+    for session_id in list(server.registry.hosted):
+        server.registry.stop_browser(session_id, save=False, reason=None)
 
 
 def start(host, **body):
-    status, answer = host.start_browser({"session_id": "s1", **body})
+    status, answer = host.starts.start_browser({"session_id": "s1", **body})
     assert status == 201, answer
-    return host.hosted["s1"]
+    return host.registry.hosted["s1"]
 
 
 def measure(cdp, target):
@@ -62,7 +62,7 @@ def test_no_window_size_is_given_but_a_kiosks_which_fills_its_screen_from_the_co
 def test_a_headless_browser_takes_a_new_viewport_in_every_window_and_the_windows_it_opens_later(host, site):
     hosted = start(host, headless=True, viewport={"width": 1280, "height": 800}, start_url=f"{site.url}/first")
     pid = hosted.browser.pid
-    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
+    assert host.running.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
     with CdpClient(hosted.browser.devtools) as cdp:
         cdp.call("Target.createTarget", {"url": f"{site.url}/tab"})
         cdp.call("Target.createTarget", {"url": "about:blank", "newWindow": True})
@@ -86,21 +86,21 @@ def test_a_headful_browser_shrinks_on_its_screen_and_grows_past_it_only_by_start
                  f"{site.url}/second")
     pid = hosted.browser.pid
 
-    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
+    assert host.running.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
     assert screenshot_size(hosted) == [1024, 768]
     with CdpClient(hosted.browser.devtools) as cdp:  # a tab in the background takes it once in front
         cdp.call("Target.activateTarget", {"targetId": first["targetId"]})
     assert page_sizes(hosted) == [[1024, 768]] * 2
     # Its screen is still the one it started on: back to 1920x1080 needs no restart.
-    assert host.resize(hosted, {"width": 1920, "height": 1080}) == (200, {"restarted": False})
-    assert host.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
+    assert host.running.resize(hosted, {"width": 1920, "height": 1080}) == (200, {"restarted": False})
+    assert host.running.resize(hosted, {"width": 1024, "height": 768}) == (200, {"restarted": False})
 
     # 1920x1200 does not fit on the screen a 1920x1080 session has.
-    status, refused = host.resize(hosted, {"width": 1920, "height": 1200})
+    status, refused = host.running.resize(hosted, {"width": 1920, "height": 1200})
     assert status == 409 and refused["code"] == "viewport_needs_restart" and "force" in refused["message"]
     assert hosted.browser.pid == pid and hosted.options.viewport == (1024, 768)
 
-    assert host.resize(hosted, {"width": 1920, "height": 1200, "restart": True}) == (200, {"restarted": True})
+    assert host.running.resize(hosted, {"width": 1920, "height": 1200, "restart": True}) == (200, {"restarted": True})
     assert hosted.browser.pid != pid
     with CdpClient(hosted.browser.devtools) as cdp:
         def opened():
@@ -124,7 +124,7 @@ def test_a_headful_window_narrower_than_chromium_allows_starts_and_resizes_at_th
     """A headful window is at least 500 px wide: a start or a change waits for no page width it can never have."""
     hosted = start(host, headless=False, viewport={"width": 400, "height": 300}, start_url=f"{site.url}/first",
                    start_seconds=8)
-    assert host.resize(hosted, {"width": 450, "height": 320}) == (200, {"restarted": False})
+    assert host.running.resize(hosted, {"width": 450, "height": 320}) == (200, {"restarted": False})
     assert page_sizes(hosted) == [[500, 320]]
 
 
@@ -157,16 +157,17 @@ def test_a_browser_takes_one_profile_while_it_runs_even_two_at_once(host, monkey
     hosted = start(host, headless=True)
     arrived, release = threading.Event(), threading.Event()
 
-    def slow_load(hosted, state, timeout):
+    def slow_load(hosted, state, timeout, note):
         arrived.set()
         release.wait(10)
-    monkeypatch.setattr(host, "_load_state", slow_load)
+    monkeypatch.setattr(profile_state, "load", slow_load)
     first = {}
-    loading = threading.Thread(target=lambda: first.update(answer=host.load_profile(hosted, {"profile_state": {}})))
+    loading = threading.Thread(
+        target=lambda: first.update(answer=host.running.load_profile(hosted, {"profile_state": {}})))
     loading.start()
     try:
         assert arrived.wait(10)
-        second = host.load_profile(hosted, {"profile_state": {}})
+        second = host.running.load_profile(hosted, {"profile_state": {}})
     finally:
         release.set()
         loading.join(10)
@@ -178,8 +179,8 @@ def test_a_browser_starting_or_starting_again_takes_a_change_once_it_runs(host, 
     """A change sent meanwhile is worth sending again (it was a 404, no such browser; a forced resize of a starting
     one would have stopped a capture it does not have yet)."""
     hosted = Hosted("s1", tmp_path / "s1")
-    for answer in (host.resize(hosted, {"width": 1024, "height": 768, "restart": True}),
-                   host.load_profile(hosted, {"profile_state": {}})):
+    for answer in (host.running.resize(hosted, {"width": 1024, "height": 768, "restart": True}),
+                   host.running.load_profile(hosted, {"profile_state": {}})):
         assert answer[0] == 409 and answer[1]["code"] == "browser_restarting"
     hosted.starting, hosted.stopping = False, True
-    assert host.resize(hosted, {"width": 1024, "height": 768})[0] == 404
+    assert host.running.resize(hosted, {"width": 1024, "height": 768})[0] == 404
