@@ -4,7 +4,7 @@ The screen is the viewport of the session's active page (the page listed first b
 last brought to the front); coordinates are its screen pixels (the session's record's viewport), whatever
 the kind and the page's zoom: a click lands where a screenshot shows its target. A headless Chromium has no X
 display: it is read with `Page.captureScreenshot` and acted on with `Input.dispatchMouseEvent` /
-`dispatchKeyEvent` / `insertText` on that page (`_Page`, which turns screen pixels into the page's CSS pixels
+`dispatchKeyEvent` / `insertText` on that page (`page_input.Page`, which turns screen pixels into the page's CSS pixels
 by its zoom). A headful one is acted on through its X display (browserhost/display.py): xdotool and an
 ffmpeg grab, run inside the session's sandbox (its user, namespaces and cgroup), at the page's place on the
 screen below the window's tab strip and address bar (the same at any zoom); so clicks are the display's own
@@ -21,7 +21,7 @@ fields for it (app/browsers/computer_schemas.py checked them):
     click_mouse   x, y, button, click_type (down/up/click), num_clicks, hold_keys
     move_mouse    x, y, smooth, duration_ms, hold_keys
     drag_mouse    path [[x, y], ...], button, delay, smooth, duration_ms, steps_per_segment, step_delay_ms, hold_keys
-    scroll        x, y, delta_x, delta_y (wheel clicks: WHEEL_PIXELS each), hold_keys
+    scroll        x, y, delta_x, delta_y (wheel clicks: page_input.WHEEL_PIXELS each), hold_keys
     press_key     keys (xdotool names and combinations), duration (ms held), hold_keys
     type_text     text, delay (ms between characters), smooth (a person's pace), typo_chance (when smooth)
     set_cursor    hidden (a headless screen draws no cursor: it is only remembered)
@@ -48,13 +48,12 @@ from dataclasses import dataclass
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
+
+# UnknownPlace: also what the host knows as computer.UnknownPlace.
+from browserhost.page_input import CDP_TIMEOUT, Page, ScratchTab, UnknownPlace  # noqa: F401
 from lantern_wire import keyboard
 from lantern_wire.pacing import READ_ONLY
 
-# One wheel unit of the API (xdotool's button 4/5 click) in screen pixels: what one click of an X display's wheel
-# scrolls in Chromium at any zoom (3 clicks: 360 CSS px at 100%, 450 at 80%, 288 at 125%), so both kinds of
-# session scroll alike.
-WHEEL_PIXELS = 120
 # A smooth move lasts this long per 100 px of distance when the caller gives no duration (within bounds),
 # in steps of about one frame.
 SMOOTH_MS_PER_100PX, SMOOTH_MIN_MS, SMOOTH_MAX_MS, FRAME_MS = 60, 80, 1500, 16
@@ -62,13 +61,8 @@ DRAG_STEPS_PER_SEGMENT, DRAG_STEP_DELAY_MS = 10, 10
 # Between the clicks of one click_mouse: Chromium counts an X display's clicks made in the same millisecond as
 # single clicks, not as a double click.
 CLICK_GAP_SECONDS = 0.005
-CDP_TIMEOUT = 10.0
-# The farthest a page's viewport may start from the screen's corner (the tab strip, address bar and frame).
-MAX_OFFSET = 400
 # The actions that name places on the screen.
 PLACED = {"click_mouse", "move_mouse", "drag_mouse", "scroll", "capture_screenshot"}
-BUTTONS = {"left": ("left", 1), "right": ("right", 2), "middle": ("middle", 4), "back": ("back", 8),
-           "forward": ("forward", 16)}
 # How long after a list ended a resend of it still gets its answer: the SDKs resend at once when they give up
 # waiting (0.5 to 1 s later, 8 s at the most). Shorter than the app's Retry-After for a list that never reached a
 # host (5 s): that list's resend must run, even when the list before it was the same.
@@ -107,10 +101,6 @@ class _Ran:
 
 def _fingerprint(actions):
     return hashlib.sha256(json.dumps(actions, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
-class UnknownPlace(CdpError):
-    """Where the page is on the screen cannot be told from what it says (its own words, which it may show)."""
 
 
 class Screen:
@@ -153,7 +143,7 @@ class Screen:
             with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
                 session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
                 try:
-                    device = _Page(cdp, session, page, self.size)
+                    device = Page(cdp, session, page, self.size)
                     if self.display is not None:
                         device = self.display.at(device)
                     return [self._run_one(device, index, action) for index, action in enumerate(actions)]
@@ -176,7 +166,7 @@ class Screen:
                 return page, None
             with CdpClient(self.devtools, timeout=CDP_TIMEOUT) as cdp:
                 session = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})["sessionId"]
-                return page, _Page(cdp, session, page, self.size).offset()
+                return page, Page(cdp, session, page, self.size).offset()
 
     def _active_page(self):
         """The target id of the page last brought to the front (/json/list lists it first)."""
@@ -276,13 +266,13 @@ class Screen:
         return {"x": self.mouse[0], "y": self.mouse[1]}
 
     def _read_clipboard(self, page):
-        with _ScratchTab(page.cdp) as tab:
+        with ScratchTab(page.cdp) as tab:
             tab.evaluate("document.body.innerHTML = '<textarea id=t></textarea>'; t.focus()")
             tab.command("v", "KeyV", 86, "paste")
             return {"text": tab.evaluate("t.value")}
 
     def _write_clipboard(self, page, text):
-        with _ScratchTab(page.cdp) as tab:
+        with ScratchTab(page.cdp) as tab:
             tab.evaluate(f"document.body.innerHTML = '<textarea id=t></textarea>'; t.value = {json.dumps(text)}; "
                          "t.focus(); t.select()")
             tab.command("c", "KeyC", 67, "copy")
@@ -296,188 +286,6 @@ class Screen:
     def _glide(self, page, points, duration_ms, modifiers):
         page.pointer(_glided(points, duration_ms), modifiers)
         self.mouse = tuple(points[-1])
-
-
-class _Page:
-    """One attached page: DevTools calls on its session, and its keyboard, mouse and screen."""
-
-    def __init__(self, cdp, session, target, expected=(1920, 1080)):
-        """`target`: the page's target id; `expected`: its viewport's size in screen pixels when nothing changed
-        it (the session's viewport)."""
-        self.cdp, self.session, self.target, self.expected = cdp, session, target, expected
-        self.scale, self.scroll = 1, (0, 0)
-
-    def begin(self):
-        """Before each action: the zoom and scroll it is done at. Actions speak screen pixels, as screenshots
-        show them; DevTools' input speaks the page's CSS pixels, and its clips the document's pixels, zoomed."""
-        self.scale, self.scroll = self.zoom_and_scroll()
-
-    def offset(self):
-        """Where the page's viewport starts on the X screen (below the tab strip and the address bar), in screen
-        pixels at any zoom: the window's bounds (the browser's, which no page script can redefine) less the
-        viewport's size in screen pixels (its CSS size times the page's zoom)."""
-        window = self.cdp.call("Browser.getWindowForTarget", {"targetId": self.target})["bounds"]
-        zoom, _ = self.zoom_and_scroll()
-        inner = self.call("Runtime.evaluate", {"expression": "[innerWidth, innerHeight]",
-                                               "returnByValue": True})["result"].get("value")
-        # The page's own script can redefine innerWidth and innerHeight: anything but two whole numbers that leave
-        # the viewport a small offset from the window's corner is refused.
-        if isinstance(inner, list) and len(inner) == 2 and all(type(v) is int and v > 0 for v in inner):
-            value = [window[start] + window[extent] - self._on_screen(css, zoom, expected)
-                     for start, extent, css, expected in (("left", "width", inner[0], self.expected[0]),
-                                                          ("top", "height", inner[1], self.expected[1]))]
-            if all(0 <= v <= MAX_OFFSET for v in value):
-                return tuple(value)
-        raise UnknownPlace(f"the page's place on the screen is not known (the page gave {str(inner)[:80]})")
-
-    @staticmethod
-    def _on_screen(css, zoom, expected):
-        """A viewport's extent in screen pixels from its CSS extent (rounded by Chromium: off by up to half the
-        zoom), exactly the session's own extent when that is what the page's rounded one stands for."""
-        return expected if round(expected / zoom) == css else round(css * zoom)
-
-    def zoom_and_scroll(self):
-        """(the page's zoom: screen pixels per CSS pixel, as ctrl+plus, ctrl+minus or ctrl+wheel left it; where the
-        viewport is scrolled to in the document, in CSS pixels), from the browser, which no page script can change."""
-        css = self.call("Page.getLayoutMetrics", {})["cssVisualViewport"]
-        zoom = css.get("zoom", 1)
-        if not (isinstance(zoom, (int, float)) and 0.1 <= zoom <= 10):
-            raise CdpError(f"the page's zoom is not known ({str(zoom)[:40]})")
-        return zoom, (css.get("pageX", 0), css.get("pageY", 0))
-
-    def call(self, method, params):
-        return self.cdp.call(method, params, session_id=self.session, timeout=CDP_TIMEOUT)
-
-    def send(self, method, params):
-        # Input events are answered once the page handled them: waiting keeps their order and timing.
-        self.call(method, params)
-
-    def mouse(self, kind, x, y, modifiers, *, button=None, click_count=0):
-        name, _ = BUTTONS.get(button or "", ("none", 0))
-        pressed = BUTTONS[button][1] if button and kind != "mouseReleased" else 0
-        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x / self.scale, "y": y / self.scale,
-                                               "modifiers": modifiers, "button": name, "buttons": pressed,
-                                               "clickCount": click_count})
-
-    def key(self, kind, key, modifiers):
-        shifted = bool(modifiers & keys.SHIFT and key.shifted)
-        event = {"type": kind, "key": key.shifted if shifted else key.key, "code": key.code,
-                 "windowsVirtualKeyCode": key.key_code, "nativeVirtualKeyCode": key.key_code, "modifiers": modifiers}
-        typing = modifiers & ~keys.SHIFT == 0  # Ctrl, Alt or Meta held: a shortcut, which types nothing
-        text = (key.shifted if shifted else key.text) if typing else ""
-        if kind == "keyDown" and text:
-            event["text"] = event["unmodifiedText"] = text
-        elif kind == "keyDown":
-            event["type"] = "rawKeyDown"
-        self.send("Input.dispatchKeyEvent", event)
-
-    def press(self, combination, held, seconds):
-        """Keys down in order (each modifier counting for the next), held `seconds`, up in reverse."""
-        modifiers = held
-        for key in combination:
-            modifiers |= key.modifier
-            self.key("keyDown", key, modifiers)
-        time.sleep(seconds)
-        for key in reversed(combination):
-            modifiers &= ~key.modifier
-            self.key("keyUp", key, modifiers)
-
-    def holding(self, names):
-        return _Holding(self, [key for name in names for key in keys_of(name)])
-
-    def wheel(self, x, y, delta_x, delta_y, modifiers):
-        # The deltas are screen pixels already: Chromium scrolls them as an X display's wheel clicks.
-        self.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x / self.scale, "y": y / self.scale,
-                                               "modifiers": modifiers,
-                                               "deltaX": delta_x * WHEEL_PIXELS, "deltaY": delta_y * WHEEL_PIXELS})
-
-    def pointer(self, steps, modifiers):
-        """The mouse's steps in order: ("move", x, y, button held or None), ("down" or "up", x, y, button, click
-        count) and ("wait", seconds). The waits keep to a schedule from the first step: DevTools answers a move at
-        the page's next frame, and that time counts toward the wait after it, so a smooth move lasts its duration."""
-        due = time.monotonic()
-        for kind, *arguments in steps:
-            if kind == "wait":
-                due += arguments[0]
-                time.sleep(max(0.0, due - time.monotonic()))
-            elif kind == "move":
-                x, y, button = arguments
-                self.mouse("mouseMoved", x, y, modifiers, button=button)
-            else:
-                x, y, button, count = arguments
-                self.mouse("mousePressed" if kind == "down" else "mouseReleased", x, y, modifiers, button=button,
-                           click_count=count)
-
-    def type(self, text, delay):  # noqa: A003 - the action's name
-        for position, char in enumerate(text):
-            if position and delay:
-                time.sleep(delay / 1000)
-            typed = keys_of("Return") if char == "\n" else keys.typing(char)
-            if typed is None:  # no key of a US keyboard types it: it is inserted as the text an IME would give
-                self.send("Input.insertText", {"text": char})
-            else:
-                self.press(typed, 0, 0)
-
-    def screenshot(self, region, cursor_hidden):
-        """PNG bytes of the viewport or a region of it (a headless screen draws no cursor)."""
-        params = {"format": "png"}
-        if region:
-            left, top = (region[axis] + scrolled * self.scale for axis, scrolled in zip("xy", self.scroll, strict=True))
-            params["clip"] = {"x": left, "y": top, "width": region["width"], "height": region["height"], "scale": 1}
-        return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
-
-
-class _ScratchTab:
-    """A background tab of about:blank for the length of a block, focused as far as its page can tell."""
-
-    def __init__(self, cdp):
-        self.cdp = cdp
-
-    def __enter__(self):
-        self.target = self.cdp.call("Target.createTarget", {"url": "about:blank", "background": True})["targetId"]
-        self.session = self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
-        self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, session_id=self.session)
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            self.cdp.call("Target.closeTarget", {"targetId": self.target})
-        except CdpError:
-            pass
-        return False
-
-    def evaluate(self, expression):
-        return self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                             session_id=self.session)["result"].get("value")
-
-    def command(self, key, code, key_code, command):
-        """Ctrl+`key` carrying Chromium's editing `command` (copy, paste), which a synthetic key alone does not do."""
-        for kind in ("rawKeyDown", "keyUp"):
-            self.cdp.call("Input.dispatchKeyEvent", {"type": kind, "key": key, "code": code, "modifiers": keys.CTRL,
-                                                     "windowsVirtualKeyCode": key_code,
-                                                     "commands": [command] if kind == "rawKeyDown" else []},
-                          session_id=self.session)
-
-
-class _Holding:
-    """Modifier keys down for the length of a block; the block gets their bit mask."""
-
-    def __init__(self, page, held):
-        self.page, self.held = page, held
-
-    def __enter__(self):
-        modifiers = 0
-        for key in self.held:
-            modifiers |= key.modifier
-            self.page.key("keyDown", key, modifiers)
-        return modifiers
-
-    def __exit__(self, *exc):
-        modifiers = keys.modifiers_of(self.held)
-        for key in reversed(self.held):
-            modifiers &= ~key.modifier
-            self.page.key("keyUp", key, modifiers)
-        return False
 
 
 keys_of = keys.combination

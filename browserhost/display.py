@@ -27,7 +27,7 @@ class Display:
         self.bound = collections.OrderedDict()  # character -> the spare keycode it has, least recently typed first
 
     def at(self, page):
-        """This display with `page` (browserhost/computer.py's `_Page`) where it shows on it."""
+        """This display with `page` (browserhost/page_input.py's `Page`) where it shows on it."""
         return _DisplayAt(self, page)
 
     def typable(self, text):
@@ -91,8 +91,8 @@ class Display:
 
 
 class _DisplayAt:
-    """The X display with the page's viewport at its place on the screen: the same calls as computer.py's `_Page`,
-    through xdotool; the browser's clipboard through the page's DevTools connection (`cdp`), as for a `_Page`."""
+    """The X display with the page's viewport at its place on the screen: the same calls as page_input.py's `Page`,
+    through xdotool; the browser's clipboard through the page's DevTools connection (`cdp`), as for a `Page`."""
 
     def __init__(self, display, page):
         self.display, self.cdp = display, page.cdp
@@ -126,7 +126,7 @@ class _DisplayAt:
             self.xdotool(*clicks)
 
     def pointer(self, steps, modifiers):
-        """The mouse's steps (computer.py's _Page.pointer) in one xdotool run, given as a script on its stdin (a
+        """The mouse's steps (page_input.Page.pointer) in one xdotool run, given as a script on its stdin (a
         drag's 10,000 moves would not fit in its arguments): a process per step would take longer than the steps."""
         lines, seconds = [], 0.0
         for kind, *arguments in steps:
