@@ -12,6 +12,7 @@ from app.orgs import auth
 
 class Lantern(Flask):
     json_provider_class = jsonprovider.JsonProvider
+    config_class = settings.Config
 
     def ensure_sync(self, func):
         # Flask asks inspect whether each handler is a coroutine function, seven times a

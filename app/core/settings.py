@@ -9,7 +9,8 @@ import json
 import os
 import re
 
-from flask import Config, current_app
+import flask
+from flask import current_app
 from pydantic import TypeAdapter, ValidationError
 
 from app.config import Settings
@@ -22,6 +23,17 @@ SECRETS = {"ENCRYPTION_KEYS"}
 
 class SettingsError(SystemExit):
     """Settings that cannot be used; the message is one line, all that the stopping program prints."""
+
+
+class Config(flask.Config):
+    """app.config, which refuses `app.config["DB_POOL_SIZE"] = ...`: the code reads settings(), which that would
+    not change (install() writes the checked values with update(), which does not come here)."""
+
+    def __setitem__(self, name, value):
+        if name in ATTRIBUTES:
+            raise TypeError(f"{name} is a setting, read once at start: change it with "
+                            f"app.core.settings.change(app, {name}=...)")
+        super().__setitem__(name, value)
 
 
 def settings(app=None):
@@ -51,7 +63,7 @@ def install(app, checked):
 
 def load(instance_path, overrides=None, environ=None):
     """(Settings, other names) from instance/config.py, then LANTERN_* variables, then `overrides`."""
-    instance = Config(instance_path)
+    instance = flask.Config(instance_path)
     instance.from_pyfile("config.py", silent=True)
     values, origins, other = {}, {}, {}
 

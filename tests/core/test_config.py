@@ -102,3 +102,6 @@ def test_a_test_changes_a_setting_checked_as_at_start(app):
     with pytest.raises(settings.SettingsError, match="BLOB_GRACE_SECOND=0 .*: Extra inputs are not permitted"):
         settings.change(app, BLOB_GRACE_SECOND=0)
     assert settings.settings(app).blob_grace_seconds == 0
+    with pytest.raises(TypeError, match=r"change it with app.core.settings.change\(app, BLOB_GRACE_SECONDS=...\)"):
+        app.config["BLOB_GRACE_SECONDS"] = 5  # what the code reads would not change
+    app.config["PROPAGATE_EXCEPTIONS"] = False  # Flask's own settings are Flask's
