@@ -24,6 +24,8 @@ from lantern_wire.pacing import READ_ONLY
 logger = logging.getLogger(__name__)
 # What the app takes of a host's answer: a profile's state is the largest; a refusal's code and message.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# What a streamed answer (HostClient.stream) is read by: all a worker holds of it at once.
+STREAM_CHUNK = 256 * 1024
 HOST_CODE = re.compile(r"[a-z_]{1,64}")
 MAX_MESSAGE = 1000
 # A host machine that is off answers no connection at all: a call gives up on it after this, whatever its own
@@ -131,6 +133,30 @@ class HostClient:
     def health(self) -> control.Health:
         return self._call("GET", control.HEALTH, None, control.Health, timeout=10)
 
+    def stream(self, method, route, body=None, *, limit, timeout, length=None,
+               content_type="application/octet-stream", session_id=None, query="", **values) -> "StreamedAnswer":
+        """`method route` with a body of any size and an answer of up to `limit` bytes, neither held whole (a
+        session's files): `body` (a binary file or an iterable of bytes) is sent as it is read, with its `length`
+        when known, else chunked; the answer is a StreamedAnswer once the host accepted the call. A refusal is a
+        HostError as for every route (api_error translates it)."""
+        path = control.path(route, session_id=session_id, **values) + query
+        headers = {} if body is None else {"Content-Type": content_type}
+        if length is not None:
+            headers["Content-Length"] = str(length)
+        try:
+            response = _open(self.host, method, path, body, headers, timeout=timeout)
+            if response.status >= 300:
+                data = _read_bounded(self.host, response)
+                try:
+                    answer = json.loads(data or b"null")
+                except ValueError:
+                    answer = None
+                raise _refusal(response.status, answer)
+        except HostError as error:
+            error.route, error.session_id = route, session_id
+            raise
+        return StreamedAnswer(self.host, response, limit)
+
     @staticmethod
     def cdp_path(session_id, target_path=""):
         """The path of the host's CDP relay for the session's browser (or one of its targets)."""
@@ -162,47 +188,106 @@ class HostClient:
 def send(host, method, path, body=None, *, timeout):
     """The host's JSON answer to `method path` (`body`: JSON-able); HostError when it cannot be reached, refuses, or
     answers what is not JSON (the app reads at most MAX_ANSWER_BYTES)."""
-    from app.browsers.hosts import control_url  # hosts imports this module
-
-    if not control_url(host.address):
-        raise HostError(f"browser host {host.name} has an address that is not a plain http:// one", reached=False)
-    headers = {"Authorization": control_authorization(host), "Content-Type": "application/json"}
-    try:
-        response = _pools.request(method, host.address.rstrip("/") + path, headers=headers,
-                                  body=None if body is None else json.dumps(body).encode(), redirect=False,
-                                  retries=False, preload_content=False,
-                                  timeout=urllib3.Timeout(connect=min(timeout, CONNECT_SECONDS), read=timeout))
-        try:
-            data = response.read(MAX_ANSWER_BYTES + 1)
-        except BaseException:
-            response.close()
-            raise
-        if len(data) > MAX_ANSWER_BYTES:
-            response.close()  # the rest of it unread: the connection cannot be used again
-        else:
-            response.release_conn()
-    except (HTTPError, OSError) as error:
-        # No connection made: the host has nothing to act on. Past that (a timeout waiting for the answer, a
-        # connection lost), it may act all the same.
-        unsent = isinstance(error, (NewConnectionError, ConnectTimeoutError, ProxyError))
-        raise HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}",
-                        reached=not unsent) from None
-    if len(data) > MAX_ANSWER_BYTES:
-        raise HostError(f"browser host {host.name} answered past {MAX_ANSWER_BYTES} bytes")
+    response = _open(host, method, path, None if body is None else json.dumps(body).encode(),
+                     {"Content-Type": "application/json"}, timeout=timeout)
+    data = _read_bounded(host, response)
     try:
         answer = json.loads(data or b"null")
     except ValueError:
         answer = ValueError
     if response.status >= 400:
-        refusal = answer if isinstance(answer, dict) else {}
-        message, code = refusal.get("message"), refusal.get("code")
-        if not (isinstance(code, str) and HOST_CODE.fullmatch(code)):
-            code = None  # not a host's answer: a client is told its status alone (HostError.public_message)
-        message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {response.status}"
-        raise HostError(message, response.status, code)
+        raise _refusal(response.status, answer)
     if answer is ValueError or response.status >= 300:
         raise HostError(f"browser host {host.name} answered {method} {path} with HTTP {response.status} and no JSON")
     return answer
+
+
+def _open(host, method, path, body, headers, *, timeout):
+    """The host's answer to `method path` (a urllib3 response, its body unread), `body` (bytes, a binary file or an
+    iterable of bytes) sent as it is read."""
+    from app.browsers.hosts import control_url  # hosts imports this module
+
+    if not control_url(host.address):
+        raise HostError(f"browser host {host.name} has an address that is not a plain http:// one", reached=False)
+    try:
+        return _pools.request(method, host.address.rstrip("/") + path, body=body, redirect=False, retries=False,
+                              headers={"Authorization": control_authorization(host), **headers}, preload_content=False,
+                              timeout=urllib3.Timeout(connect=min(timeout, CONNECT_SECONDS), read=timeout))
+    except (HTTPError, OSError) as error:
+        raise _unanswered(host, error) from None
+
+
+def _unanswered(host, error):
+    # No connection made: the host has nothing to act on. Past that (a timeout waiting for the answer, a connection
+    # lost), it may act all the same.
+    unsent = isinstance(error, (NewConnectionError, ConnectTimeoutError, ProxyError))
+    return HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}",
+                     reached=not unsent)
+
+
+def _read_bounded(host, response):
+    """The body of `response`, at most MAX_ANSWER_BYTES; its connection kept for the next call when read whole."""
+    try:
+        try:
+            data = response.read(MAX_ANSWER_BYTES + 1)
+        except BaseException:
+            response.close()
+            raise
+    except (HTTPError, OSError) as error:
+        raise _unanswered(host, error) from None
+    if len(data) > MAX_ANSWER_BYTES:
+        response.close()  # the rest of it unread: the connection cannot be used again
+        raise HostError(f"browser host {host.name} answered past {MAX_ANSWER_BYTES} bytes")
+    response.release_conn()
+    return data
+
+
+def _refusal(status, answer):
+    """The HostError of an answer of HTTP `status` >= 400 (`answer`: its JSON, or anything else)."""
+    refusal = answer if isinstance(answer, dict) else {}
+    message, code = refusal.get("message"), refusal.get("code")
+    if not (isinstance(code, str) and HOST_CODE.fullmatch(code)):
+        code = None  # not a host's answer: a client is told its status alone (HostError.public_message)
+    message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {status}"
+    return HostError(message, status, code)
+
+
+class StreamedAnswer:
+    """A host's answer read as it comes (HostClient.stream): `status` and `headers`; iterating gives its body in
+    chunks of at most STREAM_CHUNK bytes, and a HostError past `limit` bytes or when the host stops part-way. It
+    is closed once iterated to its end; else close() it (a context manager closes it too)."""
+
+    def __init__(self, host, response, limit):
+        self.status, self.headers = response.status, response.headers
+        self._host, self._response, self._limit = host, response, limit
+        self._whole = False
+
+    def __iter__(self):
+        received = 0
+        try:
+            for chunk in self._response.stream(STREAM_CHUNK):
+                received += len(chunk)
+                if received > self._limit:
+                    raise HostError(f"browser host {self._host.name} answered past {self._limit} bytes")
+                yield chunk
+            self._whole = True
+        except (HTTPError, OSError) as error:
+            raise HostError(f"browser host {self._host.name} stopped answering part-way: "
+                            f"{type(error).__name__}") from None
+        finally:
+            self.close()
+
+    def close(self):
+        if self._whole:
+            self._response.release_conn()
+        else:
+            self._response.close()  # left part-way: that connection cannot be used again
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 # -- the one translation of a host's errors ----------------------------------------------------------------------
