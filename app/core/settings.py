@@ -5,6 +5,7 @@ print the line, no traceback), naming the setting, where it came from, its value
 
     Lantern cannot start: DB_POOL_SIZE='many' (from LANTERN_DB_POOL_SIZE): should be a valid integer, ...
 """
+import copy
 import json
 import os
 import re
@@ -91,7 +92,7 @@ def from_environment(environ, values, origins, other):
             other[key[len(PREFIX):]] = decoded(environ[key])
         elif path:
             base = values.get(name, Settings.model_fields[ATTRIBUTES[name]].default)
-            values[name] = nested(dict(base or {}), path, decoded(environ[key]))
+            values[name] = nested(copy.deepcopy(base or {}), path, decoded(environ[key]))
             origins[name] = key
         else:
             values[name], origins[name] = typed(name, environ[key]), key
@@ -99,9 +100,7 @@ def from_environment(environ, values, origins, other):
 
 def typed(name, text):
     field = Settings.model_fields[ATTRIBUTES[name]]
-    value = decoded(text)
-    if text == "":
-        value = None
+    value = None if text == "" else decoded(text)
     try:
         TypeAdapter(field.annotation).validate_python(value)
     except ValidationError:
