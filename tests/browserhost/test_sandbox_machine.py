@@ -148,3 +148,24 @@ def test_a_browser_started_again_in_the_machine_starts_on_a_new_profile_and_disp
         assert sorted(path.name for path in box.home.glob("kept*")) == ["kept0", "kept1"]
     finally:
         box.destroy()
+
+
+@can_sandbox
+def test_a_process_joining_the_machine_has_no_capabilities_and_no_new_privileges(tmp_path):
+    """Joined with bubblewrap's --userns/--pidns, a process keeps what bubblewrap gave each process before: no
+    capability, an empty bounding set (a nested user namespace's process would keep a full one), no_new_privs."""
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    try:
+        reader = box.popen(["/bin/sh", "-c", "cat /proc/self/status; readlink /proc/self/ns/user /proc/self/ns/pid"],
+                           stdout=subprocess.PIPE, text=True)
+        lines = reader.communicate(timeout=30)[0].splitlines()
+        inside = next(pid for pid in box.cgroup.kept  # the holder's init or its sleep, not its outer bubblewrap
+                      if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"))
+        machine = [os.readlink(f"/proc/{inside}/ns/user"), os.readlink(f"/proc/{inside}/ns/pid")]
+    finally:
+        box.destroy()
+    status = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+    assert {name: status[name] for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == dict.fromkeys(
+        ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), "0000000000000000")
+    assert status["NoNewPrivs"] == "1" and status["Uid"].split()[0] == str(sandbox.SandboxPolicy().ids()[0])
+    assert lines[-2:] == machine  # the machine's user and pid namespaces
