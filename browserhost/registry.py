@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from browserhost import cgroups, computer, launch, profile_state, replays, sandbox, unsandboxed
+from browserhost import cgroups, computer, launch, launch_options, profile_state, replays, sandbox, unsandboxed
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from lantern_wire import control
@@ -43,7 +43,7 @@ class Hosted:
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
     categories_revision: int = 0  # the app's revision of them: the newest it has said wins (set_categories)
     screen: computer.Screen | None = None  # for the computer API
-    options: launch.LaunchOptions | None = None  # what its Chromium was started with (a restart's, its new viewport)
+    options: launch_options.LaunchOptions | None = None  # what its Chromium was started with (a restart's too)
     restarting: bool = False  # its Chromium is being started again (a new viewport): its exit ends nothing
     recordings: dict = field(default_factory=dict)  # replay id -> replays.Recording, until the app has it
     recording_lock: threading.Lock = field(default_factory=threading.Lock)  # one recording starts at a time

@@ -4,7 +4,7 @@ Chromium gives a new window the size of the last active one unless `--window-siz
 window gets that size, whatever happened since), so the host starts Chromium without it and sizes the first window
 here (launch.Browser.start); sizing every window again later (a new viewport) sizes the windows opened after too:
 new tabs, a CDP client's new pages, windows of new browser contexts. Each window is as tall as the viewport plus
-the browser's UI (tab strip and toolbar, launch.CHROME_HEIGHT), so each page sees exactly the viewport.
+the browser's UI (tab strip and toolbar, launch_options.CHROME_HEIGHT), so each page sees exactly the viewport.
 
 A restart (a viewport its screen cannot hold) keeps what a session's user would call its tabs: the URLs of the
 default browser context's pages, opened again in the order Chromium lists them (newest first), the newest in

@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import replace
 
-from browserhost import computer, launch, profile_state, reshape, storage
+from browserhost import computer, launch_options, profile_state, reshape, storage
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.registry import NOT_HERE
 from browserhost.starts import start_failure, time_left
@@ -60,7 +60,7 @@ class RunningChanges:
                 self.registry.note(hosted, f"viewport now {viewport[0]}x{viewport[1]}")
                 return 200, {"restarted": False}
             if not change.restart:
-                why = "is a kiosk: its screen is its viewport" if launch.kiosk(hosted.options) else \
+                why = "is a kiosk: its screen is its viewport" if launch_options.kiosk(hosted.options) else \
                     "has a screen smaller than that"
                 return 409, {"code": "viewport_needs_restart", "message": f"The session {why}, and a screen cannot "
                              "change while its browser runs: the browser must start again (its tabs, cookies and "
@@ -162,11 +162,11 @@ def _screen_holds(hosted, viewport):
     `viewport` (the screen a start of that size would have fits in it). A kiosk's window fills its screen: any
     other size needs another."""
     options = hosted.options
-    if not launch.headful(options):
+    if not launch_options.headful(options):
         return True
-    if launch.kiosk(options):
+    if launch_options.kiosk(options):
         return False
-    wanted, screen = launch.screen_for(viewport), hosted.x_screen
+    wanted, screen = launch_options.screen_for(viewport), hosted.x_screen
     return screen is not None and wanted[0] <= screen[0] and wanted[1] <= screen[1]
 
 

@@ -8,7 +8,7 @@ import time
 import zipfile
 from dataclasses import replace
 
-from browserhost import computer, launch, profile_state, resolver, sandbox, unsandboxed
+from browserhost import computer, launch, launch_options, profile_state, resolver, sandbox, unsandboxed
 from browserhost.capture import Capture, LogTail
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.display import Display
@@ -65,7 +65,7 @@ class Starts:
             self._launch(hosted, request)
         except Exception as error:  # noqa: BLE001 - whatever failed, nothing of the session may stay
             # A browser that did not answer within the start's time: the machine is too busy, a later start may do.
-            busy = isinstance(error, launch.StartTimedOut) or (
+            busy = isinstance(error, launch_options.StartTimedOut) or (
                 isinstance(error, CdpError) and time.monotonic() >= hosted.start_deadline)
             if busy:
                 logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
@@ -112,7 +112,7 @@ class Starts:
             hosted.workdir, self.policy, memory_mb=spec.memory_mb, allowed_hosts=spec.allowed_hosts)).create()
         extension_dirs = [self._unpack(hosted.box.extensions / e.id, e) for e in spec.extensions]
         # start_url: loaded by the capture (_open_start_page)
-        self.start_chromium(hosted, launch.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
+        self.start_chromium(hosted, launch_options.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
         state = request.profile_state
         if state:
             profile_state.load(hosted, state, time_left(hosted, "loading the profile"), self.registry.note)
@@ -132,12 +132,12 @@ class Starts:
         """Chromium with `options` (on an X display of its box's when headful), and the computer API's screen of it,
         within the session's start deadline."""
         if not options.headless:
-            hosted.x_screen = launch.screen_for(options.viewport, kiosk=options.kiosk)
+            hosted.x_screen = launch_options.screen_for(options.viewport, kiosk=options.kiosk)
             options = replace(options, screen=hosted.x_screen)
         hosted.options = options
         hosted.browser = launch.Browser.start(self.binary, hosted.workdir, options, box=hosted.box,
                                               timeout=max(hosted.start_deadline - time.monotonic(), 0.0))
-        size = options.viewport or launch.DEFAULT_SCREEN
+        size = options.viewport or launch_options.DEFAULT_SCREEN
         display = None if options.headless else Display(hosted.box.display, hosted.box, size)
         hosted.screen = computer.Screen(hosted.browser.devtools, display=display, size=size)
         (hosted.workdir / "chromium.pgid").write_text(str(hosted.browser.process.pid))  # its group
@@ -192,7 +192,7 @@ def time_left(hosted, step):
     """Seconds left of the session's start for `step`; StartTimedOut when none is (the machine is too busy)."""
     left = hosted.start_deadline - time.monotonic()
     if left <= 0:
-        raise launch.StartTimedOut(f"the start deadline passed before {step}")
+        raise launch_options.StartTimedOut(f"the start deadline passed before {step}")
     return left
 
 
@@ -211,7 +211,7 @@ def start_failure(error):
         return f"The browser host could not fetch extension {error.extension_id} from the API; retry later."
     if isinstance(error, sandbox.SandboxError):
         return "The browser's sandbox could not be set up."
-    exited = CHROMIUM_EXITED.match(str(error)) if isinstance(error, launch.LaunchError) else None
+    exited = CHROMIUM_EXITED.match(str(error)) if isinstance(error, launch_options.LaunchError) else None
     if exited:
         return f"Chromium exited with code {exited.group(1)} before it answered."
     return "The browser host could not start the browser (its log says why)."
