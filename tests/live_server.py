@@ -238,9 +238,9 @@ def host_packages(folder):
     return folder
 
 
-def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise="127.0.0.1"):
-    """(process, port) of `python -m browserhost` on 127.0.0.1, added to the app as `name` (a new credential),
-    once it answers its health check.
+def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise="127.0.0.1", wrapper=()):
+    """(process, port) of `python -m browserhost` on 127.0.0.1 (run by `wrapper`, a command that ends by exec-ing
+    its arguments, when given), added to the app as `name` (a new credential), once it answers its health check.
 
     Workers relay CDP straight to the browsers of a host advertised at 127.0.0.1, and through
     the host's own relay for any other name (as for a host on another machine). On a machine that
@@ -252,8 +252,8 @@ def browser_host(env, workdir, name, capacity, *, app_url, port=None, advertise=
     log_path = Path(workdir) / f"host-{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-S", "-m", "browserhost", "--bind", f"127.0.0.1:{port}", "--capacity", str(capacity),
-             "--advertise", f"http://{advertise}:{port}"],
+            [*wrapper, sys.executable, "-S", "-m", "browserhost", "--bind", f"127.0.0.1:{port}",
+             "--capacity", str(capacity), "--advertise", f"http://{advertise}:{port}"],
             cwd=ROOT, env=host_env(env, app_url, credential, host_packages(Path(workdir) / "host-packages")),
             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + STARTUP_SECONDS
