@@ -4,13 +4,14 @@ recordings of its screen (/browsers/{id}/replays), as the official SDK's `browse
 app/browsers/computer.py, replays.py and live_view.py."""
 import time
 
-from flask import Response, g, request, send_file
+from flask import Response, g, request
 
 from app.browsers import computer, control_events, lifecycle, relay, replays
 from app.browsers import computer_schemas as schemas
 from app.browsers import live_view as live_view_page
 from app.browsers.models import BrowserSession
 from app.browsers.views import cdp_session, find
+from app.core import blobs
 from app.core.api import Blueprint
 from app.core.errors import ApiError
 from app.orgs.auth import takes_tokens
@@ -168,7 +169,7 @@ def stop_replay(session_ref, replay_id):
 def download_replay(session_ref, replay_id):
     """The recording's video (MP4, H.264); 409 while it is recording or being saved"""
     path = replays.video_path(find(session_ref, include_deleted=True), replay_id)
-    return send_file(path, mimetype="video/mp4", download_name=f"{replay_id}.mp4", conditional=True)
+    return blobs.send_file(path, mimetype="video/mp4", download_name=f"{replay_id}.mp4", conditional=True)
 
 
 # -- the live view (app/browsers/live_view.py)

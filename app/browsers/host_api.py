@@ -5,7 +5,7 @@ Not part of the public API: it is left out of the OpenAPI document (the clients 
 and described in docs/operations.md. Authentication skips these paths (app/orgs/auth.py); each view
 finds its host by the bearer credential here.
 """
-from flask import Blueprint, current_app, g, request, send_file
+from flask import Blueprint, current_app, g, request
 
 from app.browsers import host_reports, hosts, replays
 from app.core import blobs
@@ -103,4 +103,4 @@ def extension(digest):
     names (a host reads what it was asked to start, not every tenant's extensions)."""
     if not SHA256.fullmatch(digest) or not host_reports.names_extension(g.browser_host, digest):
         raise not_found(f"No extension {digest[:64]!r} of a session of browser host {g.browser_host.name!r}.")
-    return send_file(blobs.store().path(digest), mimetype="application/zip", conditional=False)
+    return blobs.send_file(blobs.store().path(digest), mimetype="application/zip", conditional=False)

@@ -15,12 +15,18 @@ import os
 import tempfile
 import time
 
-from flask import current_app
+import werkzeug.utils
+from flask import current_app, request
 from peewee import CharField
+from werkzeug.wsgi import FileWrapper
 
 from app.core.settings import settings
 
 CHUNK = 1024 * 1024
+# Under gunicorn's gevent worker a read from a socket holding data, or a send to one with room, does not yield: a
+# large body copied from or to a client that keeps up (nginx on the same machine) had the worker to itself until
+# its last byte, its other requests (hosts' heart-beats, CDP relays) waiting: 2 s and more for 500 MiB. Copies of
+# blobs pause once a CHUNK (time.sleep(0): a yield to the other greenlets under gevent, next to nothing elsewhere).
 
 
 class BlobRefField(CharField):
@@ -50,6 +56,7 @@ class BlobStore:
                         raise ValueError(f"more than {limit} bytes")
                     sha.update(chunk)
                     out.write(chunk)
+                    time.sleep(0)
                 out.flush()
                 os.fsync(out.fileno())
             digest = sha.hexdigest()
@@ -74,6 +81,26 @@ class BlobStore:
             os.unlink(self.path(digest))
         except FileNotFoundError:
             pass
+
+
+class PausingFileWrapper(FileWrapper):
+    """A file as a WSGI body, a CHUNK at a time with a pause between (see CHUNK); not the server's own wrapper, whose
+    sendfile() does not pause."""
+
+    def __init__(self, file, buffer_size=CHUNK):
+        super().__init__(file, CHUNK)
+
+    def __next__(self):
+        time.sleep(0)
+        return super().__next__()
+
+
+def send_file(path, **options):
+    """flask.send_file of a blob's `path` (its conditional and range requests too), sent by a PausingFileWrapper."""
+    return werkzeug.utils.send_file(path, {**request.environ, "wsgi.file_wrapper": PausingFileWrapper},
+                                    max_age=current_app.get_send_file_max_age,
+                                    use_x_sendfile=current_app.config["USE_X_SENDFILE"],
+                                    response_class=current_app.response_class, **options)
 
 
 def init_app(app):
