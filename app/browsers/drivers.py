@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import marshmallow as ma
-from flask import current_app
 
 from app.browsers import hosts
 from app.browsers.host_client import HOST_DID_NOT_TAKE, HostClient, HostError, api_error
@@ -20,6 +19,7 @@ from app.browsers.models import ENDED_BY_LAUNCH_FAILURE, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core.db import exclusive
 from app.core.errors import ApiError
+from app.core.settings import settings as app_settings
 from app.extensions.models import Extension
 from app.profiles.models import Profile, save_profile_state
 from lantern_wire import control
@@ -91,7 +91,7 @@ class ExternalDriver:
 
     def start(self, session, settings):
         given = settings.get("driver") or {}
-        config = current_app.config
+        config = app_settings()
 
         def endpoint(key, template):
             if given.get(key):
@@ -99,9 +99,9 @@ class ExternalDriver:
             return template.format(session_id=session.id) if template else None
 
         return Endpoints(
-            cdp_ws_url=endpoint("cdp_ws_url", config["BROWSER_EXTERNAL_CDP_WS_URL"]),
-            webdriver_ws_url=endpoint("webdriver_ws_url", config["BROWSER_EXTERNAL_WEBDRIVER_WS_URL"]),
-            live_view_url=endpoint("live_view_url", config["BROWSER_EXTERNAL_LIVE_VIEW_URL"]),
+            cdp_ws_url=endpoint("cdp_ws_url", config.browser_external_cdp_ws_url),
+            webdriver_ws_url=endpoint("webdriver_ws_url", config.browser_external_webdriver_ws_url),
+            live_view_url=endpoint("live_view_url", config.browser_external_live_view_url),
         )
 
     def cdp_ws_url(self, session):
@@ -156,13 +156,12 @@ class HostDriver:
         session.host = hosts.place(headful=not session.headless)
 
     def start(self, session, settings):
-        config = current_app.config
         spec = browser_spec(session, settings)
         profile_state = Profile.get_by_id(session.profile_id).state() if session.profile_id else None
         hosts.new_cdp_token(session)  # saved with the endpoints
         # One deadline for the whole create, whatever host starts it: the SDKs give up on a create at 60 s and send
         # it again, and a first that went on would start a browser its client never hears of.
-        deadline = time.monotonic() + config["BROWSER_HOST_START_SECONDS"]
+        deadline = time.monotonic() + app_settings().browser_host_start_seconds
         tried = []
         while True:
             left = deadline - time.monotonic()
@@ -230,7 +229,7 @@ class HostDriver:
         save = session.profile_save_changes and session.profile_id is not None
         try:
             answer = HostClient(session.host).stop(session.id, save=save,
-                                                   timeout=current_app.config["BROWSER_HOST_START_SECONDS"])
+                                                   timeout=app_settings().browser_host_start_seconds)
         except HostError as error:
             if error.status != 404:  # 404: the host no longer runs it (restarted, or stopped twice)
                 logger.warning("browser host could not stop session %s: %s", session.id, error)
@@ -255,7 +254,7 @@ class HostDriver:
     def resize(self, session, viewport, *, force):
         """The host resizes the browser's windows, or starts it again on a larger screen when `force` allows it
         (it has up to BROWSER_HOST_START_SECONDS for that start, after reading the browser's tabs and storage)."""
-        start_seconds = current_app.config["BROWSER_HOST_START_SECONDS"]
+        start_seconds = app_settings().browser_host_start_seconds
         change = control.ViewportChange(width=viewport["width"], height=viewport["height"], restart=force,
                                         start_seconds=start_seconds)
         try:

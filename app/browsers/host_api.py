@@ -5,11 +5,12 @@ Not part of the public API: it is left out of the OpenAPI document (the clients 
 and described in docs/operations.md. Authentication skips these paths (app/orgs/auth.py); each view
 finds its host by the bearer credential here.
 """
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, g, request
 
 from app.browsers import host_reports, hosts, replays
 from app.core import blobs
 from app.core.errors import ApiError, bad_request, not_found
+from app.core.settings import settings
 from app.orgs.auth import unauthorized
 from lantern_wire.control import SHA256
 from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
@@ -91,7 +92,7 @@ def replay(replay_id):
     except InvalidShape as invalid:
         raise bad_request(f"started_at and finished_at are Unix times in seconds ({invalid}).",
                           field=invalid.field) from None
-    request.max_content_length = current_app.config["REPLAY_MAX_BYTES"]  # not MAX_CONTENT_LENGTH: videos are large
+    request.max_content_length = settings().replay_max_bytes  # not MAX_CONTENT_LENGTH: videos are large
     status = replays.receive(g.browser_host, replay_id, upload.started_at, upload.finished_at, upload.error,
                              request.stream)
     return {"status": status}

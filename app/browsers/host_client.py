@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass
 
 import urllib3
-from flask import current_app
 from pydantic import BaseModel, ValidationError
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProxyError
 
 from app.core import crypto
 from app.core.errors import NO_RETRY, ApiError, bad_request, conflict, not_found
+from app.core.settings import settings
 from lantern_wire import control
 from lantern_wire.pacing import READ_ONLY
 
@@ -313,7 +313,7 @@ def api_error(error):
 
 
 def _retry_after():
-    return {"Retry-After": str(current_app.config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
+    return {"Retry-After": str(settings().browser_capacity_retry_after_seconds)}
 
 
 def _start_failed(error):

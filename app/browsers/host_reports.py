@@ -9,7 +9,6 @@ without being applied again, so a host that did not hear an answer sends the bat
 import logging
 from datetime import timedelta
 
-from flask import current_app
 from peewee import DataError
 
 from app.browsers import drivers, lifecycle, logs, telemetry
@@ -17,6 +16,7 @@ from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock
 from app.core.db import db
 from app.core.errors import ApiError, forbidden
+from app.core.settings import settings
 from app.core.text import one_line, storable
 from app.extensions.models import Extension
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
@@ -54,7 +54,7 @@ def register(host, registration):
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
             _end_here(session, ENDED_BY_HOST_RESTART)
     return Registered(name=host.name,
-                      heartbeat_seconds=current_app.config["BROWSER_HOST_HEARTBEAT_SECONDS"]).to_dict()
+                      heartbeat_seconds=settings().browser_host_heartbeat_seconds).to_dict()
 
 
 def heartbeat(host, running, active):
@@ -63,7 +63,7 @@ def heartbeat(host, running, active):
     are left to the stop on its way, which may save the profile) and each running session's categories at their
     revision (the host keeps the newest it is told, so an answer read before a change's PUT cannot undo it)."""
     BrowserHost.update(heartbeat_at=clock.now()).where(BrowserHost.id == host.id).execute()
-    recently = clock.now() - timedelta(seconds=current_app.config["BROWSER_HOST_START_SECONDS"] * 2)
+    recently = clock.now() - timedelta(seconds=settings().browser_host_start_seconds * 2)
     current = {session.id: session for session in BrowserSession.select().where(
         BrowserSession.id.in_(running) & (BrowserSession.host == host.id)
         & (BrowserSession.deleted_at.is_null() | (BrowserSession.deleted_at > recently)))}

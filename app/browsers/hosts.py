@@ -1,7 +1,7 @@
 """Browser hosts as the app sees them: their credentials, placing a session on a live host with room,
 and the per-session CDP token (random, stored hashed). Their control API is called through
-app/browsers/host_client.py. What hosts report comes in through app/browsers/host_reports.py; lost hosts' sessions end in
-app/browsers/lost_hosts.py.
+app/browsers/host_client.py. What hosts report comes in through app/browsers/host_reports.py; lost hosts' sessions
+end in app/browsers/lost_hosts.py.
 
 The host program itself is browserhost/ (`python -m browserhost`); lantern_wire/hosts.py is what both
 sides share: the credential's two uses, the internal API's paths.
@@ -13,13 +13,13 @@ import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from flask import current_app
 from peewee import fn
 
 from app.browsers.models import BrowserHost, BrowserSession
 from app.core import clock, crypto, urls
 from app.core.db import exclusive
 from app.core.errors import ApiError, bad_request, conflict
+from app.core.settings import settings
 from lantern_wire.hosts import control_key, credential_hash
 
 logger = logging.getLogger(__name__)
@@ -140,9 +140,9 @@ def place(*, headful, excluding=()):
     """A live host with room for one more browser, punctual ones first (a host late by LATE_AFTER_BEATS beats
     may have died), then least loaded, held until the caller's transaction ends (so parallel creates cannot
     overfill it); 503 when there is none. `excluding`: ids of hosts that did not take this session."""
-    config = current_app.config
-    retry_after = {"Retry-After": str(config["BROWSER_CAPACITY_RETRY_AFTER_SECONDS"])}
-    hosts = [host for host in BrowserHost.live(config["BROWSER_HOST_TIMEOUT_SECONDS"]) if host.id not in excluding]
+    config = settings()
+    retry_after = {"Retry-After": str(config.browser_capacity_retry_after_seconds)}
+    hosts = [host for host in BrowserHost.live(config.browser_host_timeout_seconds) if host.id not in excluding]
     if not hosts:
         raise ApiError(503, "no_browser_host", "No browser host is running. Add one (flask --app app browsers hosts "
                        "add NAME) and start it with its credential (python -m browserhost; make run does both); it "
@@ -157,7 +157,7 @@ def place(*, headful, excluding=()):
                           "(apt-get install xvfb) and restart the host, or create the session with headless true.",
                           field="headless")
     load = _load([h.id for h in usable])
-    punctual = clock.now() - timedelta(seconds=config["BROWSER_HOST_HEARTBEAT_SECONDS"] * LATE_AFTER_BEATS + 1)
+    punctual = clock.now() - timedelta(seconds=config.browser_host_heartbeat_seconds * LATE_AFTER_BEATS + 1)
     for host in sorted((h for h in usable if h.headful or not headful),
                        key=lambda h: (h.heartbeat_at < punctual, load.get(h.id, 0) / max(h.browsers_allowed, 1),
                                       h.name)):

@@ -10,7 +10,6 @@ recording at a time per session. Recordings are kept for REPLAY_RETENTION_SECOND
 import logging
 from datetime import datetime, timedelta, timezone
 
-from flask import current_app
 from peewee import fn
 
 from app.browsers.computer import require_host_driver
@@ -18,6 +17,7 @@ from app.browsers.host_client import HostClient, HostError, api_error
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
 from app.core import blobs, clock, urls
 from app.core.errors import ApiError, bad_request, conflict, not_found
+from app.core.settings import settings
 from lantern_wire.control import ReplayStart
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
 
@@ -46,7 +46,7 @@ def start(session, framerate, max_seconds):
     # The row comes first: the host may send a recording that failed at once before it answers.
     replay = Replay.create(session=session.id, framerate=framerate, max_duration_seconds=max_seconds)
     start = ReplayStart(replay_id=replay.id, framerate=framerate, max_seconds=max_seconds,
-                        max_bytes=current_app.config["REPLAY_MAX_BYTES"])
+                        max_bytes=settings().replay_max_bytes)
     try:
         HostClient(session.host).start_replay(session.id, start, timeout=START_SECONDS)
     except HostError as error:
@@ -58,13 +58,13 @@ def start(session, framerate, max_seconds):
 def refuse_past_budget(project_id):
     """403 replay_budget_exceeded once the project's saved recordings take REPLAY_PROJECT_MAX_BYTES: not a 409 or
     429, which the SDKs send again, since only their retention (or an operator) makes room."""
-    budget = current_app.config["REPLAY_PROJECT_MAX_BYTES"]
+    budget = settings().replay_project_max_bytes
     if budget is None:
         return
     used = int(Replay.select(fn.COALESCE(fn.SUM(Replay.size_bytes), 0)).join(BrowserSession)  # (Postgres: numeric)
                .where((BrowserSession.project == project_id) & (Replay.status == Replay.SAVED)).scalar())
     if used >= budget:
-        days = current_app.config["REPLAY_RETENTION_SECONDS"] / 86400
+        days = settings().replay_retention_seconds / 86400
         raise ApiError(403, "replay_budget_exceeded",
                        f"The project's recordings budget is used up: its saved replays take {used} bytes, and "
                        f"REPLAY_PROJECT_MAX_BYTES is {budget}. Recordings are deleted {days:g} days after they "
@@ -127,7 +127,7 @@ def receive(host, replay_id, started_at, finished_at, error, video):
         digest = None
     else:
         try:
-            digest, size = blobs.store().put_stream(video, limit=current_app.config["REPLAY_MAX_BYTES"])
+            digest, size = blobs.store().put_stream(video, limit=settings().replay_max_bytes)
         except ValueError:
             raise ApiError(413, "payload_too_large", "The recording is larger than REPLAY_MAX_BYTES.") from None
         changes = {Replay.status: Replay.SAVED, Replay.video: digest, Replay.size_bytes: size}
@@ -154,7 +154,7 @@ def prune(retention_seconds):
     """Delete recordings that started before the retention (their videos with them); give up on those whose
     host never sent them. How many were deleted."""
     now = clock.now()
-    never_came = now - timedelta(seconds=current_app.config["REPLAY_MAX_SECONDS"] + SAVING_GRACE_SECONDS)
+    never_came = now - timedelta(seconds=settings().replay_max_seconds + SAVING_GRACE_SECONDS)
     (Replay.update(status=Replay.FAILED, error="Its browser host never sent it.")
      .where((Replay.status == Replay.SAVING) & (Replay.started_at < never_came)).execute())
     cutoff = now - timedelta(seconds=retention_seconds)
@@ -172,15 +172,15 @@ def _from_unix(seconds):
 
 def bounded(args):
     """(framerate, max seconds) of a start's body, with the defaults; 400 past the configured bounds."""
-    config = current_app.config
+    config = settings()
     if args.get("record_audio"):
         raise bad_request("record_audio: browsers here have no sound device; recordings are video only.",
                           field="record_audio")
-    framerate = args.get("framerate", config["REPLAY_DEFAULT_FRAMERATE"])
-    if framerate > config["REPLAY_MAX_FRAMERATE"]:
-        raise bad_request(f"framerate must be at most {config['REPLAY_MAX_FRAMERATE']}.", field="framerate")
-    max_seconds = args.get("max_duration_in_seconds", config["REPLAY_MAX_SECONDS"])
-    if max_seconds > config["REPLAY_MAX_SECONDS"]:
-        raise bad_request(f"max_duration_in_seconds must be at most {config['REPLAY_MAX_SECONDS']}.",
+    framerate = args.get("framerate", config.replay_default_framerate)
+    if framerate > config.replay_max_framerate:
+        raise bad_request(f"framerate must be at most {config.replay_max_framerate}.", field="framerate")
+    max_seconds = args.get("max_duration_in_seconds", config.replay_max_seconds)
+    if max_seconds > config.replay_max_seconds:
+        raise bad_request(f"max_duration_in_seconds must be at most {config.replay_max_seconds}.",
                           field="max_duration_in_seconds")
     return framerate, max_seconds

@@ -1,7 +1,7 @@
 """Browser sessions (/browsers): records, telemetry (ingest, archive, stream) and log streams."""
 import re
 
-from flask import current_app, g, request
+from flask import g, request
 from flask.views import MethodView
 
 from app.browsers import hosts, lifecycle, logs, relay, schemas, sessions, stream, telemetry
@@ -12,6 +12,7 @@ from app.core import sse
 from app.core.api import Blueprint, as_dumped
 from app.core.errors import ApiError, error_response
 from app.core.paging import PAGE_HEADERS, page
+from app.core.settings import settings
 from app.invocations.schemas import LogsAcceptedSchema
 from app.orgs.auth import takes_tokens, unauthorized
 
@@ -101,11 +102,11 @@ class TelemetryStream(MethodView):
     def get(self, args, session_ref):
         """Stream telemetry envelopes live (SSE; id: is the seq; resume with Last-Event-ID)"""
         session = find(session_ref, include_deleted=True)
-        config = current_app.config
+        config = settings()
         frames = stream.follow_telemetry(
             session, last_event_id=sse.last_event_id(request), replay_all=args.get("replay") == "all",
-            types=set(args.get("type") or ()), heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"],
-            poll_seconds=config["STREAM_POLL_SECONDS"])
+            types=set(args.get("type") or ()), heartbeat_seconds=config.sse_heartbeat_seconds,
+            poll_seconds=config.stream_poll_seconds)
         return sse.stream(frames)
 
 
@@ -116,11 +117,11 @@ class LogStream(MethodView):
     def get(self, args, session_ref):
         """Stream a log of the session: the newest stored lines, then new ones with follow (SSE)"""
         session = find(session_ref, include_deleted=True)
-        config = current_app.config
+        config = settings()
         frames = stream.follow_logs(
             session, source=args["source"], log_name=args["log_name"], follow=args["follow"],
-            last_event_id=sse.last_event_id(request), replay_lines=config["BROWSER_LOG_REPLAY_LINES"],
-            heartbeat_seconds=config["SSE_HEARTBEAT_SECONDS"], poll_seconds=config["STREAM_POLL_SECONDS"])
+            last_event_id=sse.last_event_id(request), replay_lines=config.browser_log_replay_lines,
+            heartbeat_seconds=config.sse_heartbeat_seconds, poll_seconds=config.stream_poll_seconds)
         return sse.stream(frames)
 
 
