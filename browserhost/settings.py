@@ -6,20 +6,16 @@ The host reads no file of the app: no database URL, no encryption keys. What it 
 where to reach it (APP_URL) and its own credential (`flask browsers hosts add NAME` prints it once).
 """
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt
 
 from browserhost import resolver, sandbox_policy
+from lantern_wire.settings_errors import SettingsError, validated  # noqa: F401 (tests name SettingsError here)
 
 PREFIX = "LANTERN_"
-
-
-class SettingsError(SystemExit):
-    """Settings the host cannot start with; the message is one line, all that `python -m browserhost` prints."""
 
 
 def parsed_by(parse):
@@ -119,29 +115,10 @@ def load(environ=None, **overrides):
     for name, value in overrides.items():
         if value is not None:
             values[name], origins[name] = value, "the command line"
-    try:
-        settings = HostSettings.model_validate(values)
-    except ValidationError as error:
-        raise SettingsError(describe(error, values, origins)) from None
+    settings = validated(HostSettings, values, origins, program="The browser host", secrets=SECRETS)
     if settings.browser_sandboxes_memory_mb is None:
         settings = settings.model_copy(update={"browser_sandboxes_memory_mb": browsers_memory_mb()})
     return settings
-
-
-def describe(error, values, origins):
-    """One line naming each wrong setting, where it was set, its value and what it takes."""
-    problems = {}
-    for item in error.errors(include_url=False):
-        name = str(item["loc"][0]) if item["loc"] else None
-        if name in problems:
-            continue
-        takes = re.sub(r"^(Input |Value error, |Value )", "", item["msg"])
-        if name is None:
-            problems[name] = takes
-            continue
-        shown = "(hidden)" if name in SECRETS else repr(values[name])
-        problems[name] = f"{name}={shown} (from {origins[name]}): {takes}"
-    return "The browser host cannot start: " + "; ".join(problems.values())
 
 
 def credential(settings):

@@ -8,22 +8,19 @@ print the line, no traceback), naming the setting, where it came from, its value
 import copy
 import json
 import os
-import re
 
 import flask
 from flask import current_app
 from pydantic import TypeAdapter, ValidationError
 
 from app.config import Settings
+from lantern_wire import settings_errors
+from lantern_wire.settings_errors import SettingsError  # noqa: F401 (gunicorn.conf.py and tests name it here)
 
 PREFIX = "LANTERN_"
 ATTRIBUTES = {field.alias: name for name, field in Settings.model_fields.items()}  # DB_POOL_SIZE -> db_pool_size
 # Settings whose value an error line must not repeat.
 SECRETS = {"ENCRYPTION_KEYS"}
-
-
-class SettingsError(SystemExit):
-    """Settings that cannot be used; the message is one line, all that the stopping program prints."""
 
 
 class Config(flask.Config):
@@ -124,28 +121,4 @@ def nested(mapping, path, value):
 
 
 def validated(values, origins):
-    try:
-        return Settings.model_validate(values)
-    except ValidationError as error:
-        raise SettingsError(describe(error, values, origins)) from None
-
-
-def describe(error, values, origins):
-    """One line naming each wrong setting, where it was set, its value and what it takes."""
-    problems = {}
-    for item in error.errors(include_url=False):
-        name = str(item["loc"][0]) if item["loc"] else None
-        if name in problems:
-            continue  # one reason per setting (a union tries several)
-        takes = re.sub(r"^(Input |Value error, |Value )", "", item["msg"])
-        if name is None:
-            problems[name] = takes
-            continue
-        where = "".join(f"[{key!r}]" for key in item["loc"][1:])
-        shown = "(hidden)" if name in SECRETS else hide_password(repr(values.get(name)))
-        problems[name] = f"{name}{where}={shown} (from {origins.get(name, 'the default')}): {takes}"
-    return "Lantern cannot start: " + "; ".join(problems.values())
-
-
-def hide_password(text):
-    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return settings_errors.validated(Settings, values, origins, program="Lantern", secrets=SECRETS)
