@@ -10,6 +10,8 @@ import pytest
 import schemathesis
 from schemathesis.engine import events, from_schema
 
+from app.core import settings
+
 NOT_SERVER_ERRORS = ["2xx", "3xx", "4xx"]
 CONFIG = {
     "seed": 11,
@@ -68,8 +70,8 @@ def failures_in(recorder):
 
 def test_generated_requests_meet_no_server_error(app, owner_key, closed_port_url):
     # Nothing generated may leave the process or wait: the store and providers are a closed port.
-    app.config.update(CHROME_STORE_CRX_URL=closed_port_url + "/crx?id={id}", ONEPASSWORD_CONNECT_URL=closed_port_url,
-                      INVOCATION_SYNC_WAIT_SECONDS=0)
+    settings.change(app, CHROME_STORE_CRX_URL=closed_port_url + "/crx?id={id}", ONEPASSWORD_CONNECT_URL=closed_port_url,
+                    INVOCATION_SYNC_WAIT_SECONDS=0)
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app, config=schemathesis.Config.from_dict(CONFIG))
     schema.config.update(headers={"Authorization": f"Bearer {owner_key.plaintext}"})
     tested, failures = run(schema.exclude(is_event_stream))

@@ -24,13 +24,15 @@ from kernel.types import (
     ExtensionUploadResponse,
 )
 
-from app.config import DefaultConfig
+from app.config import Settings
 from tests.fakes import FakeChromeStore
 from tests.live_server import gunicorn, private_database, run_cli, server_env
 from tests.sdk.conftest import unique
 from tests.zips import MIB, handmade_zip, zeros_deflated
 
 MANIFEST = json.dumps({"manifest_version": 3, "name": "Demo", "version": "1.0"})
+# The servers these tests start run with the default settings.
+DEFAULTS = Settings()
 
 
 def make_zip(entries=None, *, compression=zipfile.ZIP_DEFLATED):
@@ -206,7 +208,7 @@ def test_invalid_archives_are_400_and_store_nothing(live_server, exts, case):
 
 def test_zip_bomb_is_refused(live_server, exts):
     """Under a megabyte that really inflates to more than the server's uncompressed limit."""
-    limit = DefaultConfig.EXTENSION_MAX_UNCOMPRESSED_BYTES
+    limit = DEFAULTS.extension_max_uncompressed_bytes
     mebibytes = limit // MIB + 64
     stream, crc = zeros_deflated(mebibytes)
     bomb = handmade_zip([manifest_entry(), ("zeros.bin", zipfile.ZIP_DEFLATED, stream, crc, mebibytes * MIB)])
@@ -225,7 +227,7 @@ def test_zip_bomb_is_refused(live_server, exts):
 
 def test_zip_bomb_whose_headers_claim_it_is_small_is_refused(live_server, exts):
     """Both headers declare 10 bytes; the stream inflates to far more than the server's limit."""
-    mebibytes = DefaultConfig.EXTENSION_MAX_UNCOMPRESSED_BYTES // MIB + 64
+    mebibytes = DEFAULTS.extension_max_uncompressed_bytes // MIB + 64
     stream, crc = zeros_deflated(mebibytes)
     liar = handmade_zip([manifest_entry(), ("zeros.bin", zipfile.ZIP_DEFLATED, stream, crc, 10)])
     with pytest.raises(kernel.BadRequestError) as caught:
@@ -250,7 +252,7 @@ def test_archive_declaring_a_huge_size_is_refused_without_inflating(exts):
 def test_oversize_upload_is_413_with_the_error_body(live_server, exts, tmp_path, extra):
     """Just over the upload limit, and over it by more than the room left for the multipart framing
     (a sparse file, streamed from disk by the SDK's HTTP client)."""
-    limit = DefaultConfig.EXTENSION_MAX_UPLOAD_BYTES
+    limit = DEFAULTS.extension_max_upload_bytes
     path = tmp_path / "oversize.zip"
     with open(path, "wb") as handle:
         handle.truncate(limit + extra)
