@@ -29,7 +29,7 @@ import websocket
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browserhost import launch, sandbox  # noqa: E402
+from browserhost import launch, launch_options, sandbox, sandbox_policy  # noqa: E402
 from browserhost.settings import DEFAULTS, memory_capacity  # noqa: E402
 from lantern_wire.devtools import DevTools  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
@@ -99,7 +99,7 @@ def bare_start_times(site_url, count):
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(count):
             began = time.perf_counter()
-            browser = launch.Browser.start(binary, Path(scratch) / str(number), launch.LaunchOptions())
+            browser = launch.Browser.start(binary, Path(scratch) / str(number), launch_options.LaunchOptions())
             cdp = Cdp(browser.ws_url)
             cdp.open_page(site_url)
             times.append(time.perf_counter() - began)
@@ -143,7 +143,7 @@ def session_devtools(workdir, session_id):
     if active_port.exists():  # no sandbox: Chromium's port on 127.0.0.1
         port, path = active_port.read_text().split()
         return DevTools(path, port=int(port))
-    socket_path = sandbox.Sandbox(folder, sandbox.SandboxPolicy(), memory_mb=0).devtools_socket()
+    socket_path = sandbox.Sandbox(folder, sandbox_policy.SandboxPolicy(), memory_mb=0).devtools_socket()
     version = DevTools("", socket_path=socket_path).get_json("/json/version")
     return DevTools(urlsplit(version["webSocketDebuggerUrl"]).path, socket_path=socket_path)
 
@@ -155,7 +155,7 @@ def idle_memory(base_url, key, workdir, settle=3.0):
     created = httpx.post(f"{base_url}/browsers", json={"headless": True}, headers=headers, timeout=60).json()
     time.sleep(settle)
     folder = workdir / "hosts" / "bench" / "sessions" / created["session_id"]
-    box = sandbox.Sandbox(folder, sandbox.SandboxPolicy(), memory_mb=0)
+    box = sandbox.Sandbox(folder, sandbox_policy.SandboxPolicy(), memory_mb=0)
     members = set(box.cgroup.pids())
     if members:
         members |= {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))

@@ -19,7 +19,7 @@ import kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browserhost import launch, sandbox  # noqa: E402
+from browserhost import launch, sandbox, sandbox_policy  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
 from tests.browsers.live.spinning import Spinner, cores_used, idle_and_busy  # noqa: E402
 from tests.live_server import cannot_sandbox, serve_with_a_host  # noqa: E402
@@ -43,7 +43,8 @@ def measure(cpus, url, rounds):
         spinner = Spinner(client, url)
         try:
             spinner.start()
-            box = sandbox.Sandbox(host_dir / "sessions" / spinner.session_id, sandbox.SandboxPolicy(), memory_mb=0)
+            box = sandbox.Sandbox(host_dir / "sessions" / spinner.session_id, sandbox_policy.SandboxPolicy(),
+                                  memory_mb=0)
             used = cores_used(box.cgroup.pids, seconds=5)
         finally:
             spinner.close()

@@ -25,23 +25,17 @@ from pathlib import Path
 
 from browserhost import reshape, sandbox
 from browserhost.cdp import CdpClient
-
-# LaunchOptions, command, host_resolver_rules and the errors: also what the host and tests know as launch.*.
-from browserhost.launch_options import (  # noqa: F401
+from browserhost.launch_options import (
     CHROME_HEIGHT,
     DEFAULT_SCREEN,
     LaunchError,
-    LaunchOptions,
     StartTimedOut,
     command,
     headful,
-    host_resolver_rules,
     kiosk,
     screen_for,
 )
-
-# group_alive, start_xvfb, xvfb_available: also what the host and tests know as launch.*.
-from browserhost.unsandboxed import HostBox, group_alive, kill_group, start_xvfb, xvfb_available  # noqa: F401
+from browserhost.unsandboxed import HostBox, kill_group
 
 log = logging.getLogger(__name__)
 

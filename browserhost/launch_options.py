@@ -34,7 +34,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from browserhost import resolver, sandbox
+from browserhost import resolver, sandbox_policy
 
 # Height of the tab strip and toolbar of a window (measured on Chromium 156, headless and on Xvfb).
 CHROME_HEIGHT = 87
@@ -117,7 +117,7 @@ def command(binary, user_data_dir, options, *, chrome_height=CHROME_HEIGHT, sand
         "--disable-dev-shm-usage",
         # No --remote-allow-origins: clients that send no Origin header (the host's own CDP client,
         # the relay, which strips it) are let in, and web pages, which always send one, are not.
-        f"--remote-debugging-port={sandbox.DEVTOOLS_PORT if sandboxed else 0}",
+        f"--remote-debugging-port={sandbox_policy.DEVTOOLS_PORT if sandboxed else 0}",
         f"--user-data-dir={user_data_dir}",
         "--no-first-run", "--no-default-browser-check", "--disable-component-update",
         "--password-store=basic", "--use-mock-keychain",

@@ -1,12 +1,12 @@
 """A session's DNS: a dnsmasq of its own, inside its sandbox (its network namespace, its cgroup, bubblewrap),
 as Debian's unprivileged `dnsmasq` user, which alone of the session's processes the firewall lets reach
-the upstream resolvers (sandbox.firewall); every other packet to port 53 is refused. Its answers never hold
+the upstream resolvers (network.firewall); every other packet to port 53 is refused. Its answers never hold
 an address the firewall closes (private, loopback, link-local, shared, reserved ranges, but the networks the
-operator opened with BROWSER_ALLOWED_NETWORKS: sandbox.closed_networks), and for a session with
+operator opened with BROWSER_ALLOWED_NETWORKS: network.closed_networks), and for a session with
 `network.allowed_hosts` it answers only the listed names (and names under them); any other is NXDOMAIN.
 
     servers = parse_servers(settings["BROWSER_DNS_SERVERS"])   # [] : the machine's own resolvers
-    argv = dnsmasq_argv(allowed_hosts, servers, sandbox.closed_networks(policy.allowed_networks))
+    argv = dnsmasq_argv(allowed_hosts, servers, network.closed_networks(policy.allowed_networks))
 """
 import ipaddress
 import re

@@ -74,38 +74,9 @@ from urllib.parse import urlsplit
 
 from browserhost import resolver
 from browserhost.cgroups import KILL_SECONDS, Cgroup
-
-# Also what other modules and tests know as sandbox.*: the machine's, the network's and the policy's names.
-from browserhost.machine import (  # noqa: F401
-    ETC_GENERATED,
-    INSIDE_HOME,
-    INSIDE_RUN,
-    RUN_BYTES,
-    Machine,
-    end,
-    openers,
-    spawn,
-    unmount_all,
-)
-from browserhost.network import (  # noqa: F401
-    Network,
-    SandboxError,
-    closed_networks,
-    firewall,
-    host_addresses,
-    reaches_loopback,
-    remove_netns,
-    resolve,
-)
-from browserhost.sandbox_policy import (  # noqa: F401
-    DEVTOOLS_PORT,
-    RELAY,
-    SandboxPolicy,
-    parse_cpus,
-    parse_networks,
-    parse_ports,
-    probe,
-)
+from browserhost.machine import ETC_GENERATED, INSIDE_HOME, INSIDE_RUN, Machine, end, spawn, unmount_all
+from browserhost.network import Network, SandboxError, closed_networks, remove_netns
+from browserhost.sandbox_policy import DEVTOOLS_PORT, RELAY
 from lantern_wire.devtools import DevTools
 
 INSIDE_EXTENSIONS = "/opt/extensions"

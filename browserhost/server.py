@@ -28,7 +28,7 @@ import signal
 import threading
 from http.server import ThreadingHTTPServer
 
-from browserhost import host_folder, launch, sandbox
+from browserhost import host_folder, launch, sandbox_policy
 from browserhost.control import ControlHandler
 from browserhost.extension_cache import ExtensionCache
 from browserhost.heartbeat import Heartbeats, RegistrationRefused
@@ -93,7 +93,7 @@ class BrowserHostServer:
                            "network, and any user of a session can reach them (docs/browsers.md, Isolation)",
                            os.geteuid())
         else:
-            starts.cannot_sandbox = sandbox.probe(starts.policy)
+            starts.cannot_sandbox = sandbox_policy.probe(starts.policy)
             for missing in starts.cannot_sandbox:
                 logger.error("cannot sandbox browsers: %s", missing)
         try:

@@ -8,7 +8,17 @@ import time
 import zipfile
 from dataclasses import replace
 
-from browserhost import computer, launch, launch_options, profile_state, resolver, sandbox, unsandboxed
+from browserhost import (
+    computer,
+    launch,
+    launch_options,
+    network,
+    profile_state,
+    resolver,
+    sandbox,
+    sandbox_policy,
+    unsandboxed,
+)
 from browserhost.capture import Capture, LogTail
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.display import Display
@@ -33,10 +43,10 @@ class Starts:
         """`settings`: browserhost.settings.load(); `registry`: the host's registry.Registry."""
         self.settings, self.registry, self.reports = settings, registry, registry.reports
         self.binary = launch.find_chromium(settings.browser_chromium_path)
-        self.headful = launch.xvfb_available()
+        self.headful = unsandboxed.xvfb_available()
         # None when the operator turned sandboxes off (BROWSER_SANDBOX=off); what the machine lacks to
         # sandbox is probed when the host starts (cannot_sandbox).
-        self.policy = None if settings.browser_sandbox == "off" else sandbox.SandboxPolicy.from_config(settings)
+        self.policy = None if settings.browser_sandbox == "off" else sandbox_policy.SandboxPolicy.from_config(settings)
         self.cannot_sandbox = []
         self.extensions = None  # the host's extension_cache.ExtensionCache, once its folder is known
 
@@ -209,7 +219,7 @@ def start_failure(error):
     names the host's files, tools, their output and addresses (the host's log keeps it)."""
     if isinstance(error, ExtensionUnavailable):
         return f"The browser host could not fetch extension {error.extension_id} from the API; retry later."
-    if isinstance(error, sandbox.SandboxError):
+    if isinstance(error, network.SandboxError):
         return "The browser's sandbox could not be set up."
     exited = CHROMIUM_EXITED.match(str(error)) if isinstance(error, launch_options.LaunchError) else None
     if exited:

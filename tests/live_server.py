@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from browserhost import sandbox
+from browserhost import sandbox_policy
 from browserhost import settings as host_settings
 from lantern_wire.hosts import control_key
 from tests.fakes import LOOPBACK_PORTS_SETTING
@@ -205,7 +205,7 @@ def serve_with_a_host(workdir, name, capacity, env_updates=None):
 @functools.cache
 def cannot_sandbox():
     """What this machine lacks to sandbox browsers ([]: nothing), as a browser host finds at its start."""
-    return sandbox.probe(sandbox.SandboxPolicy())
+    return sandbox_policy.probe(sandbox_policy.SandboxPolicy())
 
 
 def host_env(env, app_url, credential, packages):

@@ -2,7 +2,8 @@
 import pytest
 
 from browserhost.cdp import CdpClient
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from tests.browserhost.helpers import CHROMIUM, Site
 
 

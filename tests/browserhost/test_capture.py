@@ -8,7 +8,8 @@ from playwright.sync_api import sync_playwright
 
 from browserhost.capture import MAX_BODY, Capture, LogTail
 from browserhost.cdp import CdpError
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from lantern_wire.telemetry import validate_event
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, navigate, needs_chromium
 from tests.waiting import eventually

@@ -6,9 +6,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from browserhost import sandbox
+from browserhost import machine, sandbox, sandbox_policy
 from browserhost.cdp import CdpClient
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, host_server, needs_chromium, open_page
 from tests.browserhost.test_sandbox import can_sandbox
 from tests.waiting import eventually
@@ -19,7 +20,7 @@ POLICY = {"URLBlocklist": ["*"], "URLAllowlist": ["example.test"], "DefaultPopup
 
 @can_sandbox
 def test_the_sandboxs_chromium_reads_the_policies_as_a_file_it_cannot_change_whatever_the_hosts_umask(tmp_path):
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     umask = os.umask(0o077)  # a hardened host's: the folder made 0700 left the file unreadable, so unapplied
     try:
         binds = box.chrome_policy_binds(POLICY)
@@ -39,7 +40,7 @@ def test_the_sandboxs_chromium_reads_the_policies_as_a_file_it_cannot_change_wha
 
 
 def test_no_policies_no_file():
-    box = sandbox.Sandbox("/nonexistent/sessions/s1", sandbox.SandboxPolicy(), memory_mb=64)
+    box = sandbox.Sandbox("/nonexistent/sessions/s1", sandbox_policy.SandboxPolicy(), memory_mb=64)
     assert box.chrome_policy_binds(None) == [] and box.chrome_policy_binds({}) == []
 
 
@@ -57,7 +58,7 @@ DOWNLOADS = {
     "mimeapps.list": b"[Default Applications]\ntext/plain=evil.desktop\nx-scheme-handler/evil=evil.desktop\n",
     "evil.desktop": f"[Desktop Entry]\nType=Application\nName=evil\nExec=/bin/sh {APPLICATIONS}/ran.sh %u\n"
                     "MimeType=text/plain;\n".encode(),
-    "ran.sh": f"echo \"$*\" > {sandbox.INSIDE_RUN}/ran\n".encode(),
+    "ran.sh": f"echo \"$*\" > {machine.INSIDE_RUN}/ran\n".encode(),
     "a.txt": b"hello\n",
 }
 # The app refuses these (AutoOpen*, app/browsers/chrome_policy.py); the host is given them here to show that even
@@ -87,8 +88,8 @@ def test_a_download_chromium_opens_runs_no_program_the_session_named(tmp_path):
     downloaded mimeapps.list and evil.desktop named, as the sandbox's user beside the browser's DevTools. Inside,
     xdg-open is /usr/bin/false: nothing runs, and the browser goes on."""
     site = Downloads().start()
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(loopback_ports=((site.port, site.port),)),
-                          memory_mb=1024).create()
+    policy = sandbox_policy.SandboxPolicy(loopback_ports=((site.port, site.port),))
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=1024).create()
     browser = None
     try:
         browser = Browser.start(CHROMIUM, tmp_path / "sessions" / "s1", LaunchOptions(

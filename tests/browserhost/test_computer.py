@@ -12,7 +12,9 @@ import pytest
 
 from browserhost import computer, display
 from browserhost.cdp import CdpClient
-from browserhost.launch import Browser, LaunchOptions, start_xvfb, xvfb_available
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
+from browserhost.unsandboxed import start_xvfb, xvfb_available
 from lantern_wire import keyboard
 from tests.browserhost.helpers import CHROMIUM, Site, navigate, needs_chromium
 from tests.waiting import eventually

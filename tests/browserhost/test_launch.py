@@ -6,16 +6,9 @@ import stat
 import pytest
 
 from browserhost.cdp import CdpClient
-from browserhost.launch import (
-    Browser,
-    LaunchError,
-    LaunchOptions,
-    command,
-    group_alive,
-    kill_group,
-    start_xvfb,
-    xvfb_available,
-)
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchError, LaunchOptions, command
+from browserhost.unsandboxed import group_alive, kill_group, start_xvfb, xvfb_available
 from tests.browserhost.helpers import CHROMIUM, evaluate, needs_chromium, open_page
 from tests.waiting import eventually
 

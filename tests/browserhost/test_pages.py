@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from tests.browserhost.helpers import CHROMIUM, needs_chromium
 
 pytestmark = needs_chromium

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from browserhost import launch, resolver, sandbox
+from browserhost import launch_options, network, resolver, sandbox, sandbox_policy
 from tests.browserhost.fake_dns import FakeDns
 from tests.browserhost.helpers import host_server
 from tests.live_server import cannot_sandbox
@@ -33,32 +33,33 @@ def test_a_listed_name_with_a_final_dot_or_in_unicode_is_looked_up_by_its_dns_fo
     argv = resolver.dnsmasq_argv(["Bücher.de.", "example.org", "203.0.113.9", "LOCALHOST."], [], [])
     assert [arg for arg in argv if arg.startswith("--server=")] == [
         "--server=/example.org/10.0.2.3#53", "--server=/xn--bcher-kva.de/10.0.2.3#53"]
-    assert launch.host_resolver_rules(["Bücher.de.", "[::1]"]) == (
+    assert launch_options.host_resolver_rules(["Bücher.de.", "[::1]"]) == (
         "MAP * ~NOTFOUND, EXCLUDE xn--bcher-kva.de, EXCLUDE *.xn--bcher-kva.de, EXCLUDE [::1]")
-    assert sandbox.reaches_loopback(sandbox.SandboxPolicy(loopback_ports=((3000, 3000),)), ["LocalHost."])
-    assert ipaddress.ip_address("127.0.0.1") in sandbox.resolve(["LOCALHOST."])
+    assert network.reaches_loopback(sandbox_policy.SandboxPolicy(loopback_ports=((3000, 3000),)), ["LocalHost."])
+    assert ipaddress.ip_address("127.0.0.1") in network.resolve(["LOCALHOST."])
 
 
 @pytest.mark.parametrize("host", ["exa mple.com", "a..b", "example.com..", "x" * 64 + ".com", "straße.de",
                                   "https://example.com/", "example.com, MAP * 127.0.0.1"])
 def test_what_is_not_a_host_is_refused_by_every_part_naming_it(host):
-    for use in (lambda hosts: resolver.dnsmasq_argv(hosts, [], []), launch.host_resolver_rules, sandbox.resolve,
-                lambda hosts: sandbox.reaches_loopback(sandbox.SandboxPolicy(loopback_ports=((3000, 3000),)), hosts)):
+    policy = sandbox_policy.SandboxPolicy(loopback_ports=((3000, 3000),))
+    for use in (lambda hosts: resolver.dnsmasq_argv(hosts, [], []), launch_options.host_resolver_rules, network.resolve,
+                lambda hosts: network.reaches_loopback(policy, hosts)):
         with pytest.raises(ValueError, match=re.escape(repr(host))):
             use(["example.com", host])
 
 
 def test_the_resolver_refuses_every_range_the_firewall_closes_but_what_the_operator_opened():
-    closed = sandbox.closed_networks(sandbox.parse_networks("10.1.2.0/24, 172.16.0.0/12"))
+    closed = network.closed_networks(sandbox_policy.parse_networks("10.1.2.0/24, 172.16.0.0/12"))
 
     def refused(address):
-        return any(ipaddress.ip_address(address) in network for network in closed)
+        return any(ipaddress.ip_address(address) in closed_range for closed_range in closed)
 
     assert not any(map(refused, ["10.1.2.3", "172.20.0.1", "93.184.215.14", "2606:2800::1"]))
     assert all(map(refused, ["10.1.3.3", "10.0.2.3", "100.64.1.1", "198.18.0.1", "224.0.0.1", "240.0.0.1",
                              "127.0.0.1", "169.254.169.254", "fe80::1", "fd00::1", "::ffff:10.1.2.3"]))
     # slirp4netns' own network stays closed whatever is opened, as in the firewall.
-    assert refused("10.0.2.3") and sandbox.closed_networks(sandbox.parse_networks("10.0.0.0/8"))[-1] == \
+    assert refused("10.0.2.3") and network.closed_networks(sandbox_policy.parse_networks("10.0.0.0/8"))[-1] == \
         ipaddress.ip_network("10.0.2.0/24")
     argv = resolver.dnsmasq_argv(None, [], closed)
     assert "--stop-dns-rebind" not in argv and "--bogus-nxdomain=10.1.3.0/24" in argv
@@ -72,7 +73,7 @@ def test_names_on_a_network_the_operator_opened_resolve_in_a_session_and_no_othe
     answers = {"office.test": "10.1.2.3", "elsewhere.test": "10.1.3.3", "shared.test": "100.64.1.1",
                "benchmark.test": "198.18.0.1", "multicast.test": "224.0.0.1", "public.test": "93.184.215.14"}
     upstream = FakeDns(answers).start()
-    policy = sandbox.SandboxPolicy(allowed_networks=sandbox.parse_networks("10.1.2.0/24"),
+    policy = sandbox_policy.SandboxPolicy(allowed_networks=sandbox_policy.parse_networks("10.1.2.0/24"),
                                    dns_servers=((ipaddress.ip_address("127.0.0.1"), upstream.port),))
     box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=64).create()
     try:

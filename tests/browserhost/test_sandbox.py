@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from browserhost import cgroups, sandbox
+from browserhost import cgroups, machine, network, sandbox, sandbox_policy
 from lantern_wire.hosts import REGISTER
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
 from tests.waiting import eventually
 
-POLICY = sandbox.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
-                               allowed_networks=sandbox.parse_networks("10.1.0.0/16"))
+POLICY = sandbox_policy.SandboxPolicy(loopback_ports=((18000, 18099), (3000, 3000)),
+                               allowed_networks=sandbox_policy.parse_networks("10.1.0.0/16"))
 can_sandbox = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
 
 
@@ -26,27 +26,27 @@ def output_rules(ruleset):
 
 
 def test_the_settings_parse_and_refuse_what_is_not_a_port_or_a_network():
-    assert sandbox.parse_ports("18000-18099, 3000") == ((18000, 18099), (3000, 3000))
-    assert sandbox.parse_ports("") == () and sandbox.parse_ports(3000) == ((3000, 3000),)
+    assert sandbox_policy.parse_ports("18000-18099, 3000") == ((18000, 18099), (3000, 3000))
+    assert sandbox_policy.parse_ports("") == () and sandbox_policy.parse_ports(3000) == ((3000, 3000),)
     for wrong in ("http", "0", "70000", "5-3", "9000-9300"):  # 9222 is the sandbox's DevTools port
         with pytest.raises(ValueError):
-            sandbox.parse_ports(wrong)
-    assert sandbox.parse_networks("10.1.2.3/16, fd00::/8") == (ipaddress.ip_network("10.1.0.0/16"),
+            sandbox_policy.parse_ports(wrong)
+    assert sandbox_policy.parse_networks("10.1.2.3/16, fd00::/8") == (ipaddress.ip_network("10.1.0.0/16"),
                                                                ipaddress.ip_network("fd00::/8"))
     with pytest.raises(ValueError):
-        sandbox.parse_networks("10.1.0.0/40")
+        sandbox_policy.parse_networks("10.1.0.0/40")
 
 
 def test_the_firewall_blocks_the_host_and_private_ranges_and_opens_what_the_operator_lists():
-    rules = output_rules(sandbox.firewall(POLICY, None, [ipaddress.ip_address("192.0.2.7"),
+    rules = output_rules(network.firewall(POLICY, None, [ipaddress.ip_address("192.0.2.7"),
                                                          ipaddress.ip_address("2001:db8::7")]))
     assert rules[0] == 'oifname "lo" accept'
     assert "ip daddr 10.0.2.2 tcp dport { 18000-18099, 3000 } accept" in rules
     assert "ip daddr { 192.0.2.7 } reject" in rules and "ip6 daddr { 2001:db8::7 } reject" in rules
     blocked = next(rule for rule in rules if rule.startswith("ip daddr { 0.0.0.0/8"))
-    for network in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
-                    "100.64.0.0/10"):
-        assert network in blocked
+    for closed in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16",
+                   "100.64.0.0/10"):
+        assert closed in blocked
     assert blocked.endswith("ip daddr != { 10.1.0.0/16 } reject")  # BROWSER_ALLOWED_NETWORKS
     blocked6 = next(rule for rule in rules if rule.startswith("ip6 daddr { ::/127"))
     assert "fc00::/7" in blocked6 and "fe80::/10" in blocked6
@@ -55,14 +55,14 @@ def test_the_firewall_blocks_the_host_and_private_ranges_and_opens_what_the_oper
 
 def test_an_allowlist_leaves_only_its_hosts_on_web_ports_and_loopback_only_when_listed():
     nat = "dnat ip to 10.0.2.2"
-    rules = sandbox.firewall(POLICY, ["203.0.113.9", "example.invalid"], [])
+    rules = network.firewall(POLICY, ["203.0.113.9", "example.invalid"], [])
     assert output_rules(rules)[-3:] == ["ip daddr { 203.0.113.9 } tcp dport { 80, 443 } accept",
                                         "ip daddr { 203.0.113.9 } udp dport 443 accept", "reject"]
     assert "10.0.2.2" not in "\n".join(output_rules(rules)) and nat not in rules
-    listed = sandbox.firewall(POLICY, ["127.0.0.1"], [])
+    listed = network.firewall(POLICY, ["127.0.0.1"], [])
     assert "ip daddr 10.0.2.2 tcp dport { 18000-18099, 3000 } accept" in output_rules(listed)
     assert f"ip daddr 127.0.0.1 tcp dport {{ 18000-18099, 3000 }} {nat}" in listed
-    assert nat not in sandbox.firewall(sandbox.SandboxPolicy(), None, [])  # no ports listed
+    assert nat not in network.firewall(sandbox_policy.SandboxPolicy(), None, [])  # no ports listed
 
 
 def test_names_are_stable_per_session_folder_and_short():
@@ -76,9 +76,9 @@ def test_the_host_says_what_it_lacks_and_starts_no_browser(tmp_path, monkeypatch
     app = FakeApp()
     server = host_server(tmp_path, app)
     server.starts.binary = "/usr/lib/chromium/chromium"
-    monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool in ("bwrap", "slirp4netns") else tool)
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
-    server.starts.cannot_sandbox = sandbox.probe(server.starts.policy)
+    monkeypatch.setattr(sandbox_policy.shutil, "which", lambda tool: None if tool in ("bwrap", "slirp4netns") else tool)
+    monkeypatch.setattr(sandbox_policy.os, "geteuid", lambda: 0)
+    server.starts.cannot_sandbox = sandbox_policy.probe(server.starts.policy)
     assert server.starts.cannot_sandbox == ["bwrap, slirp4netns not installed (apt-get install bubblewrap slirp4netns)"]
     assert server.heartbeats.register()
     [(path, registered)] = app.posts
@@ -102,15 +102,15 @@ def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(tmp_path):
 
 @can_sandbox
 def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
         process = box.popen(["/bin/sh", "-c", "id -u; ls /home; sleep 30"], stdout=subprocess.PIPE, text=True)
         uid = process.stdout.readline().strip()
-        assert uid not in ("", "0") and int(uid) == sandbox.SandboxPolicy().ids()[0]
+        assert uid not in ("", "0") and int(uid) == sandbox_policy.SandboxPolicy().ids()[0]
         assert process.stdout.readline().strip() == "session"  # its home, and nothing else, in /home
         assert process.pid in box.cgroup.pids()
         assert Path(f"/var/run/netns/{box.name}").exists()
-        assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox.SandboxPolicy().pids_max, None)
+        assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox_policy.SandboxPolicy().pids_max, None)
         box.bound_cpu()  # once its browser answers
         assert box.cgroup.limits()[2] == 1.0
         # No IPv6 on its network device: a link-local address turning valid after Chromium started would abort
@@ -135,7 +135,7 @@ def memory_used(box):
 @can_sandbox
 def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_path):
     """A page's storage quota is a tenth of the disk, per origin: a few sessions could fill it."""
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
         before = memory_used(box)
         written = box.popen(["/bin/sh", "-c", "head -c 40000000 /dev/zero > ~/stored && ls ~ && sleep 30"],
@@ -144,14 +144,15 @@ def test_what_a_session_writes_to_its_home_is_its_memory_not_the_hosts_disk(tmp_
         assert memory_used(box) - before >= 40_000_000  # the file's pages are the session's
         assert (box.home / "stored").stat().st_size == 40_000_000  # the machine's home, a tmpfs of the host's
         mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
-        machine = {str(box.root / name) for name in ("home", "tmp", "shm", "run")}
-        assert machine <= {mount[1] for mount in mounts if mount[2] == "tmpfs"}
-        on_disk = [path for path in box.root.rglob("*") if not any(str(path).startswith(f"{m}/") for m in machine)]
+        machine_mounts = {str(box.root / name) for name in ("home", "tmp", "shm", "run")}
+        assert machine_mounts <= {mount[1] for mount in mounts if mount[2] == "tmpfs"}
+        on_disk = [path for path in box.root.rglob("*")
+                   if not any(str(path).startswith(f"{m}/") for m in machine_mounts)]
         assert not any(path.is_file() and path.stat().st_size >= 40_000_000 for path in on_disk)
         # The DevTools socket's folder, which a CDP client could point downloads at, holds 1 MiB.
-        run = box.popen(["/bin/sh", "-c", f"head -c 2000000 /dev/zero > {sandbox.INSIDE_RUN}/download"])
+        run = box.popen(["/bin/sh", "-c", f"head -c 2000000 /dev/zero > {machine.INSIDE_RUN}/download"])
         assert run.wait(30) != 0 and os.path.ismount(box.run)
-        assert (box.run / "download").stat().st_size <= sandbox.RUN_BYTES
+        assert (box.run / "download").stat().st_size <= machine.RUN_BYTES
         # Last: the machine's home stays full, as a machine's disk does, until the session ends.
         past = box.popen(["/bin/sh", "-c", "head -c 100000000 /dev/zero > ~/more"], stderr=subprocess.PIPE, text=True)
         assert past.wait(30) != 0  # past the session's cap: no space, or killed for memory
@@ -167,9 +168,9 @@ def test_sessions_caps_past_every_sandboxs_together_end_a_browser_not_the_machin
     """Each session chooses its cap (up to 16 GiB), and the caps may add up past the machine's memory: the
     cgroup every sandbox is in has a cap of its own, and the OOM killer ends a process of a sandbox there."""
     monkeypatch.setattr(cgroups, "CGROUP_PARENT", f"lantern-test-{os.getpid()}")  # not the machine's sandboxes
-    policy = sandbox.SandboxPolicy(all_memory_mb=48)
+    policy = sandbox_policy.SandboxPolicy(all_memory_mb=48)
     try:
-        assert sandbox.probe(policy) == []
+        assert sandbox_policy.probe(policy) == []
         box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=1024).create()
         try:
             greedy = box.popen(["/usr/bin/python3", "-c", "block = b'x' * 200_000_000"])
@@ -181,26 +182,26 @@ def test_sessions_caps_past_every_sandboxs_together_end_a_browser_not_the_machin
         finally:
             box.destroy()
     finally:
-        for parent in sandbox.Cgroup.parents():
+        for parent in cgroups.Cgroup.parents():
             parent.rmdir()
 
 
 @can_sandbox
 def test_leftovers_of_a_killed_host_are_found_and_removed(tmp_path):
     workdir = tmp_path / "sessions" / "s1"
-    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(workdir, sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     process = box.popen(["/bin/sleep", "60"])
     box.network.slirp.kill()  # as if the host died: its slirp4netns goes with it (exit-fd), the rest stays
     box.network.slirp.wait()
     assert process.pid in box.cgroup.pids()
 
-    assert sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
+    assert sandbox.remove_leftovers(workdir, sandbox_policy.SandboxPolicy().root)
     process.wait(timeout=10)
     box._resolver.wait(timeout=10)
     box.machine.holder.wait(timeout=10)
     assert not box.cgroup.exists() and not Path(f"/var/run/netns/{box.name}").exists() and not box.root.exists()
     assert not any(os.path.ismount(box.root / name) for name in ("run", "home", "tmp", "shm"))
-    assert not sandbox.remove_leftovers(workdir, sandbox.SandboxPolicy().root)
+    assert not sandbox.remove_leftovers(workdir, sandbox_policy.SandboxPolicy().root)
     os.close(box.network.slirp_exit)
 
 
@@ -208,25 +209,25 @@ def test_opening_the_operators_private_networks_keeps_slirps_own_network_closed(
     """slirp4netns' gateway 10.0.2.2 is the host's loopback: BROWSER_ALLOWED_NETWORKS=10.0.0.0/8 must not
     open it, nor may anything but the session's resolver (its user) reach slirp4netns' DNS forwarder, or any
     other resolver of the opened network."""
-    policy = sandbox.SandboxPolicy(allowed_networks=sandbox.parse_networks("10.0.0.0/8"))
-    rules = output_rules(sandbox.firewall(policy, None, [], resolver_uid=4321))
+    policy = sandbox_policy.SandboxPolicy(allowed_networks=sandbox_policy.parse_networks("10.0.0.0/8"))
+    rules = output_rules(network.firewall(policy, None, [], resolver_uid=4321))
     closed = rules.index("ip daddr 10.0.2.0/24 reject")
     opened = next(index for index, rule in enumerate(rules) if "!= { 10.0.0.0/8 }" in rule)
     assert closed < opened and rules[:3] == [
         'oifname "lo" accept', "meta skuid 4321 ip daddr 10.0.2.3 meta l4proto { tcp, udp } th dport 53 accept",
         "meta l4proto { tcp, udp } th dport 53 reject"]
-    upstream = sandbox.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), 5353),
+    upstream = sandbox_policy.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), 5353),
                                                   (ipaddress.ip_address("192.0.2.53"), 53)))
-    assert output_rules(sandbox.firewall(upstream, None, [], resolver_uid=4321))[1:3] == [
+    assert output_rules(network.firewall(upstream, None, [], resolver_uid=4321))[1:3] == [
         "meta skuid 4321 ip daddr 10.0.2.2 meta l4proto { tcp, udp } th dport 5353 accept",
         "meta skuid 4321 ip daddr 192.0.2.53 meta l4proto { tcp, udp } th dport 53 accept"]
 
 
 def test_a_firewall_is_not_made_without_the_hosts_addresses(monkeypatch):
-    monkeypatch.setattr(sandbox.subprocess, "run",
+    monkeypatch.setattr(network.subprocess, "run",
                         lambda *args, **kwargs: subprocess.CompletedProcess(args, 1, "", "ip: not today"))
-    with pytest.raises(sandbox.SandboxError, match="cannot read this machine's addresses"):
-        sandbox.host_addresses()
+    with pytest.raises(network.SandboxError, match="cannot read this machine's addresses"):
+        network.host_addresses()
 
 
 def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tmp_path):
@@ -255,17 +256,18 @@ def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tm
 
 
 def test_the_cpu_setting_takes_cores_and_refuses_the_rest():
-    assert sandbox.parse_cpus("1") == 1.0 and sandbox.parse_cpus("0.5") == 0.5 and sandbox.parse_cpus(2) == 2.0
+    assert sandbox_policy.parse_cpus("1") == 1.0 and sandbox_policy.parse_cpus("0.5") == 0.5
+    assert sandbox_policy.parse_cpus(2) == 2.0
     for wrong in ("0", "-1", "many", ""):
         with pytest.raises(ValueError):
-            sandbox.parse_cpus(wrong)
+            sandbox_policy.parse_cpus(wrong)
 
 
 @can_sandbox
 def test_a_session_spinning_on_every_core_is_held_to_its_cpus_with_its_network_stack(tmp_path):
     """#34 item 9: a session had no CPU bound. Its busy loops are throttled at its share, and slirp4netns (its
     network stack) is in its cgroup, not the host's."""
-    policy = sandbox.SandboxPolicy(cpus=0.05)  # so little that it is reached however busy the machine is
+    policy = sandbox_policy.SandboxPolicy(cpus=0.05)  # so little that it is reached however busy the machine is
     box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=64).create()
     try:
         box.bound_cpu()
@@ -287,9 +289,9 @@ def test_slirp4netns_runs_in_its_own_sandbox_without_capabilities(tmp_path):
     none of the machine's files but the two it reads, under a seccomp filter, with no way to gain privileges;
     and making that sandbox leaves every other session's namespace where it was (its mounts are the host's
     /run/netns' peers)."""
-    first = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    first = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
-        second = sandbox.Sandbox(tmp_path / "sessions" / "s2", sandbox.SandboxPolicy(), memory_mb=64).create()
+        second = sandbox.Sandbox(tmp_path / "sessions" / "s2", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
         try:
             status = Path(f"/proc/{second.network.slirp.pid}/status").read_text()
             fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
@@ -343,7 +345,7 @@ def test_a_sessions_lookups_go_through_its_own_resolver_which_refuses_private_an
 
     upstream = FakeDns({"public.test": "93.184.215.14", "internal.test": "10.1.2.3", "loop.test": "127.0.0.1",
                         "link.test": "169.254.169.254", "other.test": "93.184.215.15"}).start()
-    policy = sandbox.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), upstream.port),))
+    policy = sandbox_policy.SandboxPolicy(dns_servers=((ipaddress.ip_address("127.0.0.1"), upstream.port),))
     box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=64, allowed_hosts=allowed_hosts).create()
     try:
         names = ["public.test", "internal.test", "loop.test", "link.test", "other.test"]
@@ -404,13 +406,13 @@ def test_no_process_of_the_session_can_take_the_devtools_relays_socket_and_pose_
     port 9222 of the session's network."""
     from lantern_wire.splice import connect_unix
 
-    uid, gid = sandbox.SandboxPolicy().ids()
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    uid, gid = sandbox_policy.SandboxPolicy().ids()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
         browser = box.popen(["/usr/bin/python3", "-c", STAND_IN], devtools=True, stdout=subprocess.PIPE, text=True)
         inside = json.loads(browser.stdout.readline())
         [relay] = [pid for pid in box.cgroup.pids() if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(
-            sandbox.RELAY.encode())]
+            sandbox_policy.RELAY.encode())]
         relay_uid = int(Path(f"/proc/{relay}/status").read_text().split("\nUid:\t")[1].split()[0])
         as_sandbox_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
         taken = subprocess.run([*as_sandbox_user, "/usr/bin/python3", "-c", TAKE, str(relay)], capture_output=True,
@@ -432,7 +434,7 @@ def test_no_process_of_the_session_can_take_the_devtools_relays_socket_and_pose_
     browser.wait(timeout=10)
     browser.stdout.close()
     assert inside == {"seen": [], "taken": []}  # not even in sight
-    assert relay_uid == sandbox.SandboxPolicy.relay_ids()[0] != uid
+    assert relay_uid == sandbox_policy.SandboxPolicy.relay_ids()[0] != uid
     assert taken.stdout.strip() == "Operation not permitted", taken
     assert listed.returncode != 0 and "Permission denied" in listed.stderr
     assert answer.endswith(b"stand-in"), answer
@@ -462,7 +464,7 @@ def test_nothing_inside_opens_a_file_or_link_with_a_program_of_the_sessions(tmp_
     """#35 review: Chromium opens a download (with AutoOpenFileTypes, or the user's say) and an external link
     the user lets through (a dialog the computer API can accept) with xdg-open, which ran the program a
     downloaded .desktop file named. Inside, every opener is /usr/bin/false."""
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
         shell = box.popen(["/bin/sh", "-c", OPENED], stdout=subprocess.PIPE, text=True)
         statuses = dict(line.rsplit(": ", 1) for line in shell.communicate(timeout=120)[0].splitlines())
@@ -475,12 +477,12 @@ def test_nothing_inside_opens_a_file_or_link_with_a_program_of_the_sessions(tmp_
 
 def test_the_browser_may_not_run_as_the_relays_user():
     assert "BROWSER_SANDBOX_USER nobody is the user sessions' DevTools relays run as: the browser must run as " \
-           "another" in sandbox.probe(sandbox.SandboxPolicy(user="nobody"))
+           "another" in sandbox_policy.probe(sandbox_policy.SandboxPolicy(user="nobody"))
 
 
 def test_the_openers_are_found_through_their_links_and_never_the_browser_run():
-    found = sandbox.openers()
+    found = machine.openers()
     assert os.path.realpath("/usr/bin/xdg-open") in found and os.path.realpath("/usr/bin/false") not in found
     if os.path.exists("/usr/bin/x-www-browser"):  # an alternative, leading to a browser's wrapper
         browser = os.path.realpath("/usr/bin/x-www-browser")
-        assert browser in found and browser not in sandbox.openers(keep="/usr/bin/x-www-browser")
+        assert browser in found and browser not in machine.openers(keep="/usr/bin/x-www-browser")

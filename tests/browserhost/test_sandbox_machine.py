@@ -6,9 +6,10 @@ import os
 import socket
 import subprocess
 
-from browserhost import sandbox
+from browserhost import machine, sandbox, sandbox_policy
 from browserhost.cdp import CdpClient
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from tests.browserhost.helpers import CHROMIUM, Site, evaluate, needs_chromium, open_page
 from tests.browserhost.test_sandbox import can_sandbox
 from tests.waiting import eventually
@@ -64,7 +65,7 @@ def look(box, allowed_port, closed_port):
 def test_a_process_of_the_session_sees_its_browser_and_downloads_in_its_cgroup_and_behind_its_firewall(tmp_path):
     site = Report().start()
     closed = socket.create_server(("127.0.0.1", 0))  # a port of the host's that the session is not given
-    policy = sandbox.SandboxPolicy(loopback_ports=((site.port, site.port),))
+    policy = sandbox_policy.SandboxPolicy(loopback_ports=((site.port, site.port),))
     box = sandbox.Sandbox(tmp_path / "sessions" / "s1", policy, memory_mb=1024).create()
     browser = process = None
     try:
@@ -72,7 +73,7 @@ def test_a_process_of_the_session_sees_its_browser_and_downloads_in_its_cgroup_a
                                 timeout=60)
         with CdpClient(browser.devtools) as cdp:
             cdp.call("Browser.setDownloadBehavior", {"behavior": "allow",
-                                                     "downloadPath": f"{sandbox.INSIDE_HOME}/Downloads"})
+                                                     "downloadPath": f"{machine.INSIDE_HOME}/Downloads"})
             page = open_page(cdp, f"{site.url}/")
             evaluate(cdp, page, "(() => { const link = document.createElement('a'); link.href = '/report.txt'; "
                                 "document.body.append(link); link.click() })()")
@@ -80,7 +81,7 @@ def test_a_process_of_the_session_sees_its_browser_and_downloads_in_its_cgroup_a
         process, seen = look(box, site.port, closed.getsockname()[1])
         assert seen["uid"] == policy.ids()[0]
         assert seen["downloads"] == {"report.txt": REPORT.decode()}
-        chromium = [line for line in seen["processes"] if f"--user-data-dir={sandbox.INSIDE_HOME}/" in line]
+        chromium = [line for line in seen["processes"] if f"--user-data-dir={machine.INSIDE_HOME}/" in line]
         assert chromium and any("--type=renderer" in line for line in chromium)  # the browser and its renderers
         assert process.pid in box.cgroup.pids()
         assert seen["allowed"] and not seen["closed"]
@@ -98,7 +99,7 @@ def test_a_process_of_the_session_sees_its_browser_and_downloads_in_its_cgroup_a
 
 @can_sandbox
 def test_two_sessions_processes_see_neither_each_others_files_nor_processes(tmp_path):
-    boxes = [sandbox.Sandbox(tmp_path / "sessions" / name, sandbox.SandboxPolicy(), memory_mb=64).create()
+    boxes = [sandbox.Sandbox(tmp_path / "sessions" / name, sandbox_policy.SandboxPolicy(), memory_mb=64).create()
              for name in ("s1", "s2")]
     started = []
     try:
@@ -130,7 +131,7 @@ def test_a_browser_started_again_in_the_machine_starts_on_a_new_profile_and_disp
     home (its display's lock and socket, its profile's lock naming a pid of the shared namespace) stops no second
     one, and the session's files stay."""
     workdir = tmp_path / "sessions" / "s1"
-    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+    box = sandbox.Sandbox(workdir, sandbox_policy.SandboxPolicy(), memory_mb=1024).create()
     try:
         for number in range(2):
             browser = Browser.start(CHROMIUM, workdir, LaunchOptions(headless=False, viewport=(800, 600)), box=box,
@@ -154,18 +155,18 @@ def test_a_browser_started_again_in_the_machine_starts_on_a_new_profile_and_disp
 def test_a_process_joining_the_machine_has_no_capabilities_and_no_new_privileges(tmp_path):
     """Joined with bubblewrap's --userns/--pidns, a process keeps what bubblewrap gave each process before: no
     capability, an empty bounding set (a nested user namespace's process would keep a full one), no_new_privs."""
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(), memory_mb=64).create()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
         reader = box.popen(["/bin/sh", "-c", "cat /proc/self/status; readlink /proc/self/ns/user /proc/self/ns/pid"],
                            stdout=subprocess.PIPE, text=True)
         lines = reader.communicate(timeout=30)[0].splitlines()
         inside = next(pid for pid in box.cgroup.kept  # the holder's init or its sleep, not its outer bubblewrap
                       if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"))
-        machine = [os.readlink(f"/proc/{inside}/ns/user"), os.readlink(f"/proc/{inside}/ns/pid")]
+        namespaces = [os.readlink(f"/proc/{inside}/ns/user"), os.readlink(f"/proc/{inside}/ns/pid")]
     finally:
         box.destroy()
     status = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
     assert {name: status[name] for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == dict.fromkeys(
         ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), "0000000000000000")
-    assert status["NoNewPrivs"] == "1" and status["Uid"].split()[0] == str(sandbox.SandboxPolicy().ids()[0])
-    assert lines[-2:] == machine  # the machine's user and pid namespaces
+    assert status["NoNewPrivs"] == "1" and status["Uid"].split()[0] == str(sandbox_policy.SandboxPolicy().ids()[0])
+    assert lines[-2:] == namespaces  # the machine's user and pid namespaces

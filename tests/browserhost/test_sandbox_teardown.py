@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from browserhost import sandbox
+from browserhost import sandbox, sandbox_policy
 
 
 class Stuck:
@@ -29,7 +29,7 @@ def test_a_process_past_the_cgroups_kill_is_killed_and_the_rest_of_the_sandbox_s
     """#34 review: the resolver's wait had no TimeoutExpired handler, so a dnsmasq stuck past the cgroup's kill
     left the network namespace, the cgroup, run/ and the folder (and inside create() hid the error that failed
     it)."""
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox.SandboxPolicy(root=tmp_path / "sandboxes"),
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(root=tmp_path / "sandboxes"),
                           memory_mb=64)
     box.etc.mkdir(parents=True)
     gone = []

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from browserhost import launch, sandbox
+from browserhost import launch, launch_options, network, sandbox
 from lantern_wire.control import Categories
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.browsers.live.conftest import host_words
@@ -123,7 +123,7 @@ class FailingSandbox:
         self.workdir = workdir
 
     def create(self):
-        raise sandbox.SandboxError(f"setting up the sandbox failed: [Errno 13] Permission denied: "
+        raise network.SandboxError(f"setting up the sandbox failed: [Errno 13] Permission denied: "
                                    f"'/var/lib/lantern/sandboxes/{self.workdir.name}/run'")
 
 
@@ -146,7 +146,7 @@ def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_whi
     detail = failure.format(workdir=tmp_path / "sessions" / "s1")
 
     def failing_start(*args, **kwargs):
-        raise launch.LaunchError(detail)
+        raise launch_options.LaunchError(detail)
 
     monkeypatch.setattr(launch.Browser, "start", failing_start)
     with caplog.at_level(logging.ERROR, logger="browserhost.starts"):

@@ -2,9 +2,10 @@
 import threading
 import time
 
-from browserhost import sandbox
+from browserhost import sandbox, sandbox_policy
 from browserhost.cdp import CdpClient
-from browserhost.launch import Browser, LaunchOptions
+from browserhost.launch import Browser
+from browserhost.launch_options import LaunchOptions
 from browserhost.storage import load_state, read_state
 from tests.browserhost.helpers import CHROMIUM, evaluate, needs_chromium, open_page
 from tests.browserhost.test_sandbox import can_sandbox
@@ -94,7 +95,7 @@ def test_an_origin_the_policies_keep_the_browser_from_opening_is_skipped_and_nam
     not empty), and the others and the cookies still are: a start with the profile failed (503, retried for ever),
     and a save at the end lost the whole profile state."""
     workdir = tmp_path / "sessions" / "s1"
-    box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+    box = sandbox.Sandbox(workdir, sandbox_policy.SandboxPolicy(), memory_mb=1024).create()
     try:
         browser = Browser.start(CHROMIUM, workdir, LaunchOptions(chrome_policy={
             "URLBlocklist": ["*"], "URLAllowlist": ["127.0.0.1:9/allowed"]}), box=box, timeout=40)

@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from browserhost import launch, profile_state, sandbox
+from browserhost import launch, profile_state, sandbox, sandbox_policy
 from browserhost.cdp import CdpClient
-from browserhost.launch import LaunchOptions, command, screen_for, xvfb_available
+from browserhost.launch_options import LaunchOptions, command, screen_for
 from browserhost.registry import Hosted
+from browserhost.unsandboxed import xvfb_available
 from tests.browserhost.helpers import CHROMIUM, evaluate, navigate, needs_chromium, open_page, unsandboxed_host
 from tests.browserhost.test_sandbox import can_sandbox
 
@@ -137,7 +138,7 @@ def test_the_ui_height_of_a_browser_with_policies_is_its_own_not_the_next_sessio
     sizes = []
     for name, policy in (("first", {"BookmarkBarEnabled": True}), ("second", None)):
         workdir = tmp_path / "sessions" / name
-        box = sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=1024).create()
+        box = sandbox.Sandbox(workdir, sandbox_policy.SandboxPolicy(), memory_mb=1024).create()
         try:
             browser = launch.Browser.start(CHROMIUM, workdir, LaunchOptions(viewport=(1280, 720), chrome_policy=policy),
                                            box=box, timeout=40)

@@ -13,7 +13,7 @@ import httpx
 import kernel
 import pytest
 
-from browserhost import launch, sandbox
+from browserhost import launch, sandbox, sandbox_policy
 from browserhost.settings import DEFAULTS
 from lantern_wire.hosts import control_key
 from tests.browserhost.helpers import CHROMIUM, Site
@@ -73,7 +73,7 @@ class Lantern:
 def sandbox_of(lantern, session_id, host="first"):
     """The sandbox of a session on one of the test hosts (its cgroup, its folders), as its host named it."""
     workdir = lantern.workdir / "hosts" / host / "sessions" / session_id
-    return sandbox.Sandbox(workdir, sandbox.SandboxPolicy(), memory_mb=0)
+    return sandbox.Sandbox(workdir, sandbox_policy.SandboxPolicy(), memory_mb=0)
 
 
 def browser_pid(sdk, session_id):

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from browserhost import sandbox
+from browserhost import machine, network, sandbox
 from browserhost.cdp import CdpClient, CdpError
 from tests.browserhost.fake_dns import FakeDns
 from tests.browsers.live.conftest import sandbox_of
@@ -73,7 +73,7 @@ class Secret(LocalServer):
 
 def host_address():
     """An address of this machine other than loopback (None when it has none)."""
-    own = [address for address in sandbox.host_addresses() if not address.is_loopback and address.version == 4]
+    own = [address for address in network.host_addresses() if not address.is_loopback and address.version == 4]
     return str(own[0]) if own else None
 
 
@@ -147,7 +147,7 @@ def test_a_download_named_like_the_devtools_socket_does_not_replace_it(sdk, lant
     box = sandbox_of(lantern, created.session_id)
     server = Download(sandbox.DEVTOOLS_SOCKET, b"not a socket\n").start()
     try:
-        for folder in (sandbox.INSIDE_RUN, Path(box.devtools_socket()).parent):  # where it was, where it is
+        for folder in (machine.INSIDE_RUN, Path(box.devtools_socket()).parent):  # where it was, where it is
             download(created.cdp_ws_url, server, folder)
             assert Path(box.devtools_socket()).is_socket()
             with CdpClient(created.cdp_ws_url) as cdp:  # a new connection, through the socket

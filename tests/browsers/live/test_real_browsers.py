@@ -20,9 +20,7 @@ import websocket
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from browserhost.launch import (
-    group_alive,  # running members: zombies awaiting init are not
-)
+from browserhost.unsandboxed import group_alive
 from lantern_wire.hosts import control_key
 from tests.browsers.live.conftest import CAPACITY, sandbox_of
 from tests.live_server import cannot_sandbox, run_cli
