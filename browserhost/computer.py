@@ -48,9 +48,7 @@ from dataclasses import dataclass
 
 from browserhost import keys
 from browserhost.cdp import CdpClient, CdpError
-
-# UnknownPlace: also what the host knows as computer.UnknownPlace.
-from browserhost.page_input import CDP_TIMEOUT, Page, ScratchTab, UnknownPlace  # noqa: F401
+from browserhost.page_input import CDP_TIMEOUT, Page, ScratchTab, UnknownPlace
 from lantern_wire import keyboard
 from lantern_wire.pacing import READ_ONLY
 

@@ -4,7 +4,7 @@ once finished (replays.send) and then forgotten. They end with their session (re
 import logging
 import subprocess
 
-from browserhost import computer, replays
+from browserhost import page_input, replays
 from browserhost.cdp import CdpError
 from browserhost.registry import NOT_HERE
 from lantern_wire import control
@@ -37,7 +37,7 @@ class Recordings:
                                                                  "recording first."}
         try:
             target, offset = hosted.screen.place()
-        except computer.UnknownPlace as error:
+        except page_input.UnknownPlace as error:
             return 502, {"code": "browser_unreachable", "message": f"The browser's page could not be recorded: {error}"}
         except (CdpError, OSError, ValueError) as error:
             logger.warning("session %s: no recording: the page could not be reached (%s: %s)", hosted.session_id,
