@@ -30,7 +30,7 @@ import websocket
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from browserhost import launch, launch_options, sandbox, sandbox_policy  # noqa: E402
-from browserhost.settings import DEFAULTS, memory_capacity  # noqa: E402
+from browserhost.settings import HostSettings, memory_capacity  # noqa: E402
 from lantern_wire.devtools import DevTools  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env  # noqa: E402
@@ -203,7 +203,7 @@ def report(results, bare, count, round_trips):
         processes, pss, rss = results[mode]["memory"]
         print(f"| {mode} | {processes} | {pss / 1024:.0f} | {rss / 1024:.0f} |")
     print(f"\nPSS ratio (on / off): {results['on']['memory'][1] / results['off']['memory'][1]:.2f}")
-    per_browser = DEFAULTS["BROWSER_HOST_MEMORY_PER_BROWSER_MB"]
+    per_browser = HostSettings().browser_host_memory_per_browser_mb
     print(f"\nBrowsers per host: {memory_capacity(per_browser)} here either way (80% of memory at {per_browser} MB "
           "each; the sandbox changes neither).")
 

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from invocation_fanout import request  # noqa: E402  (bench/ is this script's first sys.path entry)
 
-from browserhost.settings import DEFAULTS as HOST_DEFAULTS  # noqa: E402
+from browserhost.settings import HostSettings  # noqa: E402
 from browserhost.uplink import AppClient, Refused, Reports  # noqa: E402
 from lantern_wire.hosts import REGISTER  # noqa: E402
 from tests.live_server import gunicorn, private_database, run_cli, server_env  # noqa: E402
@@ -62,7 +62,7 @@ COMMAND = shlex.join([".venv/bin/python", "bench/telemetry.py", *sys.argv[1:]])
 CAPACITY = 1024
 # 4. (b): the host's queue limit, and how often the producer waits for what it queued to be acknowledged
 # (four full requests: Reports sends up to 5,000 events a request).
-HOST_REPORT_QUEUE = HOST_DEFAULTS["BROWSER_HOST_REPORT_QUEUE"]
+HOST_REPORT_QUEUE = HostSettings().browser_host_report_queue
 FLUSH_EVERY_EVENTS = 20_000
 
 

@@ -5,7 +5,7 @@ an address the firewall closes (private, loopback, link-local, shared, reserved 
 operator opened with BROWSER_ALLOWED_NETWORKS: network.closed_networks), and for a session with
 `network.allowed_hosts` it answers only the listed names (and names under them); any other is NXDOMAIN.
 
-    servers = parse_servers(settings["BROWSER_DNS_SERVERS"])   # [] : the machine's own resolvers
+    servers = parse_servers("192.0.2.53, 127.0.0.1#5353")   # [] (""): the machine's own resolvers
     argv = dnsmasq_argv(allowed_hosts, servers, network.closed_networks(policy.allowed_networks))
 """
 import ipaddress
@@ -69,6 +69,12 @@ def parse_servers(text):
             raise ValueError(f"not a DNS server (ADDRESS or ADDRESS#PORT): {item!r}")
         servers.append((ipaddress.ip_address(address), int(port)))
     return servers
+
+
+def format_servers(servers):
+    """[(IPv4Address('192.0.2.53'), 53), (IPv4Address('127.0.0.1'), 5353)] -> '192.0.2.53,127.0.0.1#5353', as
+    parse_servers reads it."""
+    return ",".join(str(address) if port == 53 else f"{address}#{port}" for address, port in servers)
 
 
 def upstreams(servers):

@@ -1,6 +1,6 @@
 """Each session's browser in a sandbox of its own: a small machine per session.
 
-    policy = SandboxPolicy.from_config(config)
+    policy = SandboxPolicy.from_settings(settings)
     missing = probe(policy)                 # [] when this machine can sandbox, else what it lacks
     box = Sandbox(workdir, policy, memory_mb=1024, allowed_hosts=None)
     box.create()                            # its network, firewall, cgroup, folders and machine

@@ -38,18 +38,20 @@ def parse_ports(text):
     return tuple(ranges)
 
 
+def format_ports(ranges):
+    """((18000, 18099), (3000, 3000)) -> '18000-18099,3000', as parse_ports reads it."""
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in ranges)
+
+
 def parse_networks(text):
     """'10.1.0.0/16, fd00::/8' -> (IPv4Network('10.1.0.0/16'), ...); ValueError on anything else."""
     items = text if isinstance(text, (list, tuple)) else str(text or "").split(",")
     return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip())
 
 
-def parse_cpus(text):
-    """'1.5' -> 1.5 (cores); ValueError for what is not a positive number."""
-    cpus = float(text)
-    if not 0.01 <= cpus <= 1024:
-        raise ValueError(f"BROWSER_SANDBOX_CPUS is a number of cores from 0.01, not {text!r}")
-    return cpus
+def format_networks(networks):
+    """(IPv4Network('10.1.0.0/16'), ...) -> '10.1.0.0/16,...', as parse_networks reads it."""
+    return ",".join(str(network) for network in networks)
 
 
 @dataclass(frozen=True)
@@ -66,13 +68,12 @@ class SandboxPolicy:
     dns_servers: tuple = ()  # ((address, port), ...) its resolver asks (none: the machine's own)
 
     @classmethod
-    def from_config(cls, config):
-        return cls(user=config["BROWSER_SANDBOX_USER"], root=Path(config["BROWSER_SANDBOX_DIR"]),
-                   loopback_ports=parse_ports(config["BROWSER_LOOPBACK_PORTS"]),
-                   allowed_networks=parse_networks(config["BROWSER_ALLOWED_NETWORKS"]),
-                   pids_max=int(config["BROWSER_SANDBOX_PIDS"]), all_memory_mb=config["BROWSER_SANDBOXES_MEMORY_MB"],
-                   cpus=parse_cpus(config["BROWSER_SANDBOX_CPUS"]),
-                   dns_servers=tuple(resolver.parse_servers(config["BROWSER_DNS_SERVERS"])))
+    def from_settings(cls, settings):
+        """The policy of the host's settings (browserhost/settings.py's HostSettings, checked and parsed at start)."""
+        return cls(user=settings.browser_sandbox_user, root=Path(settings.browser_sandbox_dir),
+                   loopback_ports=settings.browser_loopback_ports, allowed_networks=settings.browser_allowed_networks,
+                   pids_max=settings.browser_sandbox_pids, all_memory_mb=settings.browser_sandboxes_memory_mb,
+                   cpus=settings.browser_sandbox_cpus, dns_servers=settings.browser_dns_servers)
 
     def ids(self):
         """(uid, gid) of the sandbox user; KeyError when there is no such user."""

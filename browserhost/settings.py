@@ -6,11 +6,12 @@ The host reads no file of the app: no database URL, no encryption keys. What it 
 where to reach it (APP_URL) and its own credential (`flask browsers hosts add NAME` prints it once).
 """
 import os
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PositiveInt
 
 from browserhost import resolver, sandbox_policy
 from lantern_wire.settings_errors import SettingsError, validated  # noqa: F401 (tests name SettingsError here)
@@ -18,12 +19,18 @@ from lantern_wire.settings_errors import SettingsError, validated  # noqa: F401 
 PREFIX = "LANTERN_"
 
 
-def parsed_by(parse):
-    """The text, once `parse` (the code that uses it) took it: a wrong value is refused at start, not at first use."""
-    def check(text):
-        parse(text)
-        return text
-    return AfterValidator(check)
+def text_parsed_by(kind, parse, write):
+    """A setting of type `kind` given as text, parsed once at start by `parse` (the code's own parser: a wrong value
+    is refused at start, not at first use) and written back as text by `write`, so its variable reads the same."""
+    return Annotated[kind, BeforeValidator(lambda value: tuple(parse(value)) if isinstance(value, str) else value),
+                     PlainSerializer(write, return_type=str)]
+
+
+Ports = text_parsed_by(tuple[tuple[int, int], ...], sandbox_policy.parse_ports, sandbox_policy.format_ports)
+Networks = text_parsed_by(tuple[IPv4Network | IPv6Network, ...], sandbox_policy.parse_networks,
+                          sandbox_policy.format_networks)
+DnsServers = text_parsed_by(tuple[tuple[IPv4Address | IPv6Address, int], ...], resolver.parse_servers,
+                            resolver.format_servers)
 
 
 def http_url(value):
@@ -73,9 +80,9 @@ class HostSettings(BaseModel):
     browser_sandbox_dir: Annotated[str, Field(pattern="^/")] = "/var/lib/lantern/sandboxes"
     # Host loopback ports sandboxes may reach, at the same http://127.0.0.1:PORT inside ("18000-18099,3000";
     # none by default): for a development server, or tests.
-    browser_loopback_ports: Annotated[str, parsed_by(sandbox_policy.parse_ports)] = ""
+    browser_loopback_ports: Ports = ()
     # Private, shared or link-local ranges sandboxes may reach (CIDRs, comma-separated; none by default).
-    browser_allowed_networks: Annotated[str, parsed_by(sandbox_policy.parse_networks)] = ""
+    browser_allowed_networks: Networks = ()
     # A session's sandbox may hold as much memory as the session's `memory` (1GiB headless and 8GiB headful
     # by default; past it the session ends with end_reason "oom"), and this many processes and threads.
     browser_sandbox_pids: PositiveInt = 1024
@@ -85,20 +92,14 @@ class HostSettings(BaseModel):
     browser_sandbox_cpus: Annotated[float, Field(ge=0.01, le=1024)] = 1.0
     # The resolvers sessions' own dnsmasq asks ("192.0.2.53, 127.0.0.1#5353"; none: the machine's own, those of its
     # /etc/resolv.conf). Whatever they answer, a session never gets a private, loopback or link-local address.
-    browser_dns_servers: Annotated[str, parsed_by(resolver.parse_servers)] = ""
+    browser_dns_servers: DnsServers = ()
     # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
     # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
     # (a session ends "oom"), not the app, its database or this host.
     browser_sandboxes_memory_mb: PositiveInt | None = None
 
-    def __getitem__(self, name):
-        """settings["BROWSER_SANDBOX"] is settings.browser_sandbox (the subscripts the host's modules still use)."""
-        return getattr(self, name.lower())
-
 
 NAMES = {field.alias: name for name, field in HostSettings.model_fields.items()}  # APP_URL -> app_url
-# Every setting's default by its name (tests and make run pass the host's settings along by name).
-DEFAULTS = {field.alias: field.default for field in HostSettings.model_fields.values()}
 SECRETS = {"BROWSER_HOST_CREDENTIAL"}
 
 

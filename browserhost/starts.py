@@ -46,7 +46,8 @@ class Starts:
         self.headful = unsandboxed.xvfb_available()
         # None when the operator turned sandboxes off (BROWSER_SANDBOX=off); what the machine lacks to
         # sandbox is probed when the host starts (cannot_sandbox).
-        self.policy = None if settings.browser_sandbox == "off" else sandbox_policy.SandboxPolicy.from_config(settings)
+        self.policy = (None if settings.browser_sandbox == "off"
+                       else sandbox_policy.SandboxPolicy.from_settings(settings))
         self.cannot_sandbox = []
         self.extensions = None  # the host's extension_cache.ExtensionCache, once its folder is known
 

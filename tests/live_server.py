@@ -214,7 +214,7 @@ def host_env(env, app_url, credential, packages):
     Python path is this checkout and `packages` (host_packages): it runs with `-S`, without the site-packages
     that hold the app's dependencies, as on a machine where only the host is installed."""
     host = {name: value for name, value in os.environ.items() if not name.startswith(("LANTERN_", "KERNEL_"))}
-    host.update({f"LANTERN_{name}": env[f"LANTERN_{name}"] for name in host_settings.DEFAULTS
+    host.update({f"LANTERN_{name}": env[f"LANTERN_{name}"] for name in host_settings.NAMES
                  if f"LANTERN_{name}" in env})
     host.update(LANTERN_APP_URL=app_url, LANTERN_BROWSER_HOST_CREDENTIAL=credential, PYTHONUNBUFFERED="1",
                 PYTHONPATH=f"{ROOT}{os.pathsep}{packages}")

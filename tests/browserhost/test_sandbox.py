@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from browserhost import cgroups, machine, network, sandbox, sandbox_policy
+from browserhost import settings as host_settings
 from lantern_wire.hosts import REGISTER
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
@@ -256,11 +257,25 @@ def test_the_devtools_socket_is_opened_only_if_it_is_the_sandboxes_own_socket(tm
 
 
 def test_the_cpu_setting_takes_cores_and_refuses_the_rest():
-    assert sandbox_policy.parse_cpus("1") == 1.0 and sandbox_policy.parse_cpus("0.5") == 0.5
-    assert sandbox_policy.parse_cpus(2) == 2.0
+    for text, cores in (("1", 1.0), ("0.5", 0.5), ("2", 2.0)):
+        settings = host_settings.load({"LANTERN_BROWSER_SANDBOX_CPUS": text})
+        assert sandbox_policy.SandboxPolicy.from_settings(settings).cpus == cores
     for wrong in ("0", "-1", "many", ""):
-        with pytest.raises(ValueError):
-            sandbox_policy.parse_cpus(wrong)
+        with pytest.raises(host_settings.SettingsError, match="BROWSER_SANDBOX_CPUS"):
+            host_settings.load({"LANTERN_BROWSER_SANDBOX_CPUS": wrong})
+
+
+def test_the_policy_is_the_settings_as_parsed_at_start():
+    settings = host_settings.load({"LANTERN_BROWSER_SANDBOX_USER": "nobody",
+                                   "LANTERN_BROWSER_SANDBOX_DIR": "/srv/boxes",
+                                   "LANTERN_BROWSER_LOOPBACK_PORTS": "18000-18099, 3000",
+                                   "LANTERN_BROWSER_ALLOWED_NETWORKS": "10.1.2.3/16",
+                                   "LANTERN_BROWSER_DNS_SERVERS": "192.0.2.53, 127.0.0.1#5353",
+                                   "LANTERN_BROWSER_SANDBOX_PIDS": "99", "LANTERN_BROWSER_SANDBOXES_MEMORY_MB": "4096"})
+    assert sandbox_policy.SandboxPolicy.from_settings(settings) == sandbox_policy.SandboxPolicy(
+        user="nobody", root=Path("/srv/boxes"), loopback_ports=((18000, 18099), (3000, 3000)),
+        allowed_networks=(ipaddress.ip_network("10.1.0.0/16"),), pids_max=99, all_memory_mb=4096,
+        dns_servers=((ipaddress.ip_address("192.0.2.53"), 53), (ipaddress.ip_address("127.0.0.1"), 5353)))
 
 
 @can_sandbox

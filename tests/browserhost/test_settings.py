@@ -24,14 +24,14 @@ def test_settings_round_trip_from_the_environment(tmp_path):
     assert (settings.browser_sandbox, settings.browser_sandbox_cpus, settings.browser_sandboxes_memory_mb) == (
         "off", 0.5, 2048)
     assert settings.browser_chromium_path is None  # empty: as if unset
-    assert settings["BROWSER_LOOPBACK_PORTS"] == "18000-18099,3000"  # the subscripts server.py still uses
+    assert settings.browser_loopback_ports == ((18000, 18099), (3000, 3000))  # parsed once, at start
     # Each setting's value written back as its variable reads as the same settings.
     written = {f"LANTERN_{name}": str(value) for name, value in settings.model_dump(by_alias=True).items()
                if value is not None}
     assert host_settings.load(written) == settings
     # The command line comes on top; the defaults fill the rest.
     assert host_settings.load(environ, APP_URL="https://app.example").app_url == "https://app.example"
-    assert host_settings.load({}).browser_host_report_queue == host_settings.DEFAULTS["BROWSER_HOST_REPORT_QUEUE"]
+    assert host_settings.load({}).browser_host_report_queue == host_settings.HostSettings().browser_host_report_queue
 
 
 @pytest.mark.parametrize("name, value, takes", [

@@ -14,7 +14,7 @@ import kernel
 import pytest
 
 from browserhost import launch, sandbox, sandbox_policy
-from browserhost.settings import DEFAULTS
+from browserhost.settings import HostSettings
 from lantern_wire.hosts import control_key
 from tests.browserhost.helpers import CHROMIUM, Site
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
@@ -110,13 +110,13 @@ def lantern(tmp_path_factory):
                     host.stop()
                 # A host a test killed (kill -9) and did not restart, after a failure, left its browsers.
                 for host_dir in (workdir / "hosts").glob("*"):
-                    launch.kill_leftovers(host_dir / "sessions", Path(DEFAULTS["BROWSER_SANDBOX_DIR"]))
+                    launch.kill_leftovers(host_dir / "sessions", Path(HostSettings().browser_sandbox_dir))
 
 
 def host_words(lantern):
     """What of its host no error body may show a tenant (#34 item 8): its folders, sockets, helper processes and
     addresses (its log keeps them)."""
-    folders = [str(lantern.workdir), DEFAULTS["BROWSER_SANDBOX_DIR"], "/var/lib/lantern", "/tmp/", "/run/", "/proc/"]
+    folders = [str(lantern.workdir), HostSettings().browser_sandbox_dir, "/var/lib/lantern", "/tmp/", "/run/", "/proc/"]
     return re.compile("|".join([*map(re.escape, folders), r"\.sock\b", r"127\.0\.0\.1", r"\bpid\b", "Xvfb",
                                 "xdotool", "xmodmap", "ffmpeg", "bwrap", "dnsmasq", "slirp4netns", r"Errno",
                                 r"\bws://"]), re.IGNORECASE)

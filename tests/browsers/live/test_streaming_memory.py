@@ -22,7 +22,7 @@ import kernel
 import pytest
 
 from browserhost import launch
-from browserhost.settings import DEFAULTS
+from browserhost.settings import HostSettings
 from tests.browserhost.helpers import CHROMIUM
 from tests.browsers.live.conftest import HOST_SETTINGS
 from tests.live_server import browser_host, serve_with_organization
@@ -123,7 +123,7 @@ def streaming(tmp_path_factory):
                 host.terminate()
                 host.wait(timeout=30)
                 launch.kill_leftovers(workdir / "hosts" / "streaming" / "sessions",
-                                      Path(DEFAULTS["BROWSER_SANDBOX_DIR"]))
+                                      Path(HostSettings().browser_sandbox_dir))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # the blob store's 500 MiB
 
