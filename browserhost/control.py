@@ -19,6 +19,7 @@ from lantern_wire.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
 NOT_RUNNING = {"code": "not_found", "message": "No such browser on this host."}
+DISCARD_CHUNK = 64 * 1024  # what a body no route reads is dropped by
 
 
 def _rule(template, method, endpoint, **defaults):
@@ -54,13 +55,22 @@ TO_A_BROWSER = {"endpoint", "devtools_json", "cdp"}
 
 
 class BadBody(ValueError):
-    pass
+    status, code = 400, "bad_request"
+
+
+class TooLarge(BadBody):
+    status, code = 413, "payload_too_large"
+
+
+class LengthRequired(BadBody):
+    status, code = 411, "length_required"
 
 
 class ControlHandler(BaseHTTPRequestHandler):
     host = None  # the BrowserHostServer it serves (server.handler_class sets it)
     protocol_version = "HTTP/1.1"
     timeout = 30  # an idle keep-alive connection gives its thread back
+    unread = 0  # bytes of the request's body not read yet (None: a body of no known length)
 
     def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
         logger.debug("%s %s", self.address_string(), format % args)
@@ -76,10 +86,14 @@ class ControlHandler(BaseHTTPRequestHandler):
         if isinstance(body, BaseModel):
             body = body.model_dump(mode="json")
         data = json.dumps(body).encode()
+        # A body left unread would be read as the next request: the connection ends with this answer.
+        self.close_connection = self.close_connection or self.unread != 0
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the caller left (gave up waiting): nothing to tell
@@ -92,6 +106,7 @@ class ControlHandler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_GET  # noqa: N815
 
     def dispatch(self):
+        self.unread = self.content_length()
         if not self.authorised():
             return
         url = urlsplit(self.path)
@@ -104,7 +119,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         try:
             body = self.body(BODIES.get(endpoint))
         except BadBody as error:
-            self.answer(400, {"code": "bad_request", "message": str(error)})
+            self.answer(error.status, {"code": error.code, "message": str(error)})
             return
         session_id = values.pop("session_id", None)
         hosted = None
@@ -116,14 +131,37 @@ class ControlHandler(BaseHTTPRequestHandler):
                 return
         getattr(self, f"on_{endpoint}")(hosted, body, query=parse_qs(url.query), **values)
 
+    def content_length(self):
+        """The body's length in bytes; None when it has none we can read (chunked, or a length that is no number):
+        such a body is never read, and the connection ends after the answer."""
+        if "Transfer-Encoding" in self.headers:
+            return None
+        length = self.headers.get("Content-Length", "0").strip() or "0"
+        return int(length) if length.isdigit() else None
+
     def discard_body(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        """Drop a body no route reads, a chunk at a time; one past control.MAX_JSON_BYTES is left unread instead."""
+        if self.unread is None or self.unread > control.MAX_JSON_BYTES:
+            return
+        while self.unread:
+            chunk = self.rfile.read(min(self.unread, DISCARD_CHUNK))
+            if not chunk:  # the caller stopped sending: nothing more comes on this connection
+                self.close_connection = True
+                return
+            self.unread -= len(chunk)
 
     def body(self, shape):
-        """The request's body as `shape` (read and dropped when the route takes none); BadBody naming the field."""
-        data = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        """The request's body as `shape` (dropped when the route takes none); BadBody naming the field, TooLarge past
+        control.MAX_JSON_BYTES (left unread), LengthRequired when it has no length."""
         if shape is None:
+            self.discard_body()
             return None
+        if self.unread is None:
+            raise LengthRequired("the body needs a Content-Length")
+        if self.unread > control.MAX_JSON_BYTES:
+            raise TooLarge(f"the body is {self.unread} bytes, past this host's {control.MAX_JSON_BYTES}")
+        data = self.rfile.read(self.unread)
+        self.unread -= len(data)
         try:
             return shape.model_validate_json(data or b"{}")
         except ValidationError as error:

@@ -50,6 +50,10 @@ HEALTH = "/health"
 # DELETE SESSION's query: 1 to have the profile's state back.
 SAVE_STATE = "save_state"
 
+# The most of a JSON body or answer either side reads (a profile's state, which travels both ways, is the largest):
+# a host answers 413 past it without reading the body, and the app refuses an answer past it.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
 # A start's deadline when the caller does not give one (the app sends its BROWSER_HOST_START_SECONDS).
 DEFAULT_START_SECONDS = 30.0
 HEADLESS_MEMORY = ("1GiB", "2GiB", "4GiB")

@@ -22,8 +22,6 @@ from lantern_wire import control
 from lantern_wire.pacing import READ_ONLY
 
 logger = logging.getLogger(__name__)
-# What the app takes of a host's answer: a profile's state is the largest; a refusal's code and message.
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
 # What a streamed answer (HostClient.stream) is read by: all a worker holds of it at once.
 STREAM_CHUNK = 256 * 1024
 HOST_CODE = re.compile(r"[a-z_]{1,64}")
@@ -187,7 +185,7 @@ class HostClient:
 
 def send(host, method, path, body=None, *, timeout):
     """The host's JSON answer to `method path` (`body`: JSON-able); HostError when it cannot be reached, refuses, or
-    answers what is not JSON (the app reads at most MAX_ANSWER_BYTES)."""
+    answers what is not JSON (the app reads at most control.MAX_JSON_BYTES)."""
     response = _open(host, method, path, None if body is None else json.dumps(body).encode(),
                      {"Content-Type": "application/json"}, timeout=timeout)
     data = _read_bounded(host, response)
@@ -226,18 +224,18 @@ def _unanswered(host, error):
 
 
 def _read_bounded(host, response):
-    """The body of `response`, at most MAX_ANSWER_BYTES; its connection kept for the next call when read whole."""
+    """The body of `response`, at most control.MAX_JSON_BYTES; its connection kept for the next call when read whole."""
     try:
         try:
-            data = response.read(MAX_ANSWER_BYTES + 1)
+            data = response.read(control.MAX_JSON_BYTES + 1)
         except BaseException:
             response.close()
             raise
     except (HTTPError, OSError) as error:
         raise _unanswered(host, error) from None
-    if len(data) > MAX_ANSWER_BYTES:
+    if len(data) > control.MAX_JSON_BYTES:
         response.close()  # the rest of it unread: the connection cannot be used again
-        raise HostError(f"browser host {host.name} answered past {MAX_ANSWER_BYTES} bytes")
+        raise HostError(f"browser host {host.name} answered past {control.MAX_JSON_BYTES} bytes")
     response.release_conn()
     return data
 

@@ -1,11 +1,16 @@
 """The browser host's bookkeeping, without Chromium: a stop that arrives while a browser starts."""
+import json
 import logging
+import socket
 import threading
+import time
+import tracemalloc
 from types import SimpleNamespace
 
 import pytest
 
 from browserhost import launch, launch_options, network, sandbox
+from lantern_wire import control
 from lantern_wire.control import Categories
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.browsers.live.conftest import host_words
@@ -161,7 +166,6 @@ def test_a_failed_start_tells_the_tenant_what_failed_without_the_hosts_paths_whi
 def control_api(tmp_path, monkeypatch):
     """The host's control API on a port of 127.0.0.1 (browsers never launched): call(method, path, body, key)."""
     import http.client
-    import json
     from http.server import ThreadingHTTPServer
 
     server = host_server(tmp_path)
@@ -182,6 +186,7 @@ def control_api(tmp_path, monkeypatch):
             connection.close()
 
     call.server = server
+    call.address = httpd.server_address
     yield call
     httpd.shutdown()
     httpd.server_close()
@@ -210,3 +215,67 @@ def test_the_route_table_answers_404_for_what_it_does_not_route_and_401_without_
         assert control_api(method, path, {"width": 1, "height": 1} if method == "PUT" else None)[0] == 404
     assert control_api("POST", "/sessions", {"session_id": "s1"})[0] == 201
     assert control_api("DELETE", "/sessions/s1?save_state=0") == (200, {"profile_state": None})
+
+
+def raw_request(address, head, body=b"", then=b""):
+    """`head` (a request's line and headers, without the blank line) and `body` sent over one connection, then
+    `then` (a next request); the answers' bytes until the host closes the connection or 5 s pass."""
+    with socket.create_connection(address, timeout=5) as connection:
+        try:
+            for part in (head.encode() + b"\r\n\r\n", body, then):  # not joined: `body` is not copied
+                connection.sendall(part)
+        except (BrokenPipeError, ConnectionResetError):  # the host answered and closed without reading it all
+            pass
+        received = b""
+        try:
+            while chunk := connection.recv(65536):
+                received += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return received
+
+
+def test_a_json_body_past_the_limit_is_refused_413_unread_and_the_connection_closed(control_api):
+    key = control_api.server.control_key
+    assert control_api("POST", "/sessions", {"session_id": "s1"})[0] == 201
+    started = time.monotonic()
+    # Only the headers are sent: had the host waited for the 64 MiB it would not answer within the 5 s.
+    received = raw_request(control_api.address, f"POST /sessions/s1/profile HTTP/1.1\r\nHost: h\r\n"
+                           f"Authorization: Bearer {key}\r\nContent-Length: {control.MAX_JSON_BYTES + 1}")
+    assert time.monotonic() - started < 4
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in head
+    assert json.loads(body)["code"] == "payload_too_large"
+    # Within it a body is read (and here refused for its content, not its size).
+    status, answer = control_api("POST", "/sessions/s1/profile", {"cookies": "x" * 100_000})
+    assert (status, answer["code"]) == (400, "bad_request") and answer["message"].startswith("cookies: ")
+    # A chunked body, whose length is not known ahead, is not read either.
+    started = time.monotonic()
+    received = raw_request(control_api.address, f"POST /sessions/s1/profile HTTP/1.1\r\nHost: h\r\n"
+                           f"Authorization: Bearer {key}\r\nTransfer-Encoding: chunked")
+    assert received.startswith(b"HTTP/1.1 411 ") and b"Connection: close" in received
+    assert time.monotonic() - started < 4  # and the connection ended with the answer
+
+
+def test_a_body_no_route_reads_is_dropped_a_chunk_at_a_time_and_the_connection_kept(control_api):
+    key = control_api.server.control_key
+    health = f"GET /health HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {key}"
+    body = b"x" * (8 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        received = raw_request(control_api.address, f"{health}\r\nContent-Length: {len(body)}", body,
+                               then=f"{health}\r\nConnection: close\r\n\r\n".encode())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert received.count(b"HTTP/1.1 200 ") == 2  # the next request on the connection was read as one
+    assert peak < 2 * 1024 * 1024  # the 8 MiB were never held
+    # Past the limit it is not read at all: answered, and the connection ends.
+    received = raw_request(control_api.address, f"DELETE /sessions/s9 HTTP/1.1\r\nHost: h\r\n"
+                           f"Authorization: Bearer {key}\r\nContent-Length: {control.MAX_JSON_BYTES + 1}")
+    assert received.startswith(b"HTTP/1.1 404 ") and b"Connection: close" in received
+    # Without the key nothing is read either, and the connection ends with the 401.
+    started = time.monotonic()
+    received = raw_request(control_api.address, "POST /sessions HTTP/1.1\r\nHost: h\r\nContent-Length: 100")
+    assert received.startswith(b"HTTP/1.1 401 ") and b"Connection: close" in received
+    assert time.monotonic() - started < 4
