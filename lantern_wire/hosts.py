@@ -29,6 +29,7 @@ The internal API (JSON; every answer's error shape is the public API's {"code", 
 """
 import hashlib
 import hmac
+from urllib.parse import urlsplit
 
 API_PREFIX = "/internal/browser-hosts"
 REGISTER, HEARTBEAT, REPORTS, STOPPED = (f"{API_PREFIX}/{name}" for name in ("register", "heartbeat", "reports",
@@ -53,6 +54,24 @@ HOST_END_REASONS = (ENDED_BY_HOST_RESTART, ENDED_BY_HOST_STOP, ENDED_BY_BROWSER_
 
 # The telemetry categories whose events a browser's DevTools protocol produces (a host's capture).
 CDP_CATEGORIES = ("console", "network", "page", "interaction", "control", "screenshot")
+
+# A host's address, as it is added and registers with it: the app calls it with the host's key.
+CONTROL_URL = "the http URL of the host's control API, as it advertises it (scheme, host and port only)"
+
+
+def control_url(address):
+    """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
+    serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
+    clear to a port that expects TLS."""
+    if not isinstance(address, str) or len(address) > 255 or not (address.isascii() and address.isprintable()):
+        return False
+    parts = urlsplit(address)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and bool(parts.hostname) and not (parts.username or parts.password)
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
 def credential_hash(credential):

@@ -13,7 +13,16 @@ from app.core.errors import ApiError, bad_request, not_found
 from app.core.settings import settings
 from app.orgs.auth import unauthorized
 from lantern_wire.control import SHA256
-from lantern_wire.hosts import HEARTBEAT, MAX_REPORT_ITEMS, REGISTER, REPLAYS, REPORTS, STOPPED
+from lantern_wire.hosts import (
+    CONTROL_URL,
+    HEARTBEAT,
+    MAX_REPORT_ITEMS,
+    REGISTER,
+    REPLAYS,
+    REPORTS,
+    STOPPED,
+    control_url,
+)
 from lantern_wire.reports import (
     EXTENSIONS,
     Heartbeat,
@@ -59,8 +68,8 @@ def _parsed(shape, data):
 @blp.post(REGISTER)
 def register():
     registration = _body(Registration)
-    if not hosts.control_url(registration.address):
-        raise bad_request(f"address is {hosts.CONTROL_URL}.", field="address")
+    if not control_url(registration.address):
+        raise bad_request(f"address is {CONTROL_URL}.", field="address")
     return host_reports.register(g.browser_host, registration)
 
 

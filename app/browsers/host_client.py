@@ -2,7 +2,8 @@
 answering the contract's shapes, over a keep-alive connection pool per host (urllib3); and the one translation of a
 host's errors into the API's error shape (api_error), by the route that failed.
 
-Plain http:// only (hosts.control_url), no proxies, no redirects: a host's key goes to that host and nowhere else.
+Plain http:// only (lantern_wire.hosts.control_url), no proxies, no redirects: a host's key goes to that host and
+nowhere else.
 No call is retried here: a start moves to another host within its deadline (drivers.HostDriver.start), and
 computer actions or a recording's start are not idempotent.
 """
@@ -19,6 +20,7 @@ from app.core import crypto
 from app.core.errors import NO_RETRY, ApiError, bad_request, conflict, not_found
 from app.core.settings import settings
 from lantern_wire import control
+from lantern_wire.hosts import control_url
 from lantern_wire.pacing import READ_ONLY
 
 logger = logging.getLogger(__name__)
@@ -203,7 +205,6 @@ def send(host, method, path, body=None, *, timeout):
 def _open(host, method, path, body, headers, *, timeout):
     """The host's answer to `method path` (a urllib3 response, its body unread), `body` (bytes, a binary file or an
     iterable of bytes) sent as it is read."""
-    from app.browsers.hosts import control_url  # hosts imports this module
 
     if not control_url(host.address):
         raise HostError(f"browser host {host.name} has an address that is not a plain http:// one", reached=False)

@@ -11,7 +11,6 @@ import hmac
 import logging
 import secrets
 from datetime import timedelta
-from urllib.parse import urlsplit
 
 from peewee import fn
 
@@ -20,7 +19,7 @@ from app.core import clock, crypto, urls
 from app.core.db import exclusive
 from app.core.errors import ApiError, bad_request, conflict
 from app.core.settings import settings
-from lantern_wire.hosts import control_key, credential_hash
+from lantern_wire.hosts import CONTROL_URL, control_key, control_url, credential_hash
 
 logger = logging.getLogger(__name__)
 # A host whose heartbeat is this many beats late (plus a second for a busy network) is placed only when no
@@ -29,24 +28,6 @@ LATE_AFTER_BEATS = 2
 
 
 # -- credentials ---------------------------------------------------------------------------
-
-CONTROL_URL = "the http URL of the host's control API, as it advertises it (scheme, host and port only)"
-
-
-def control_url(address):
-    """Whether `address` is a plain http://host[:port] (the app calls it with the host's key: nothing else). A host
-    serves plain HTTP, and the CDP relay speaks it to the host's port: an https address would carry the key in
-    clear to a port that expects TLS."""
-    if not isinstance(address, str) or len(address) > 255 or not (address.isascii() and address.isprintable()):
-        return False
-    parts = urlsplit(address)
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port that is not one
-    except ValueError:
-        return False
-    return (parts.scheme == "http" and bool(parts.hostname) and not (parts.username or parts.password)
-            and parts.path in ("", "/") and not parts.query and not parts.fragment)
-
 
 def add(name, address, *, replace=False):
     """A new credential for the host `name` at `address` (added when new; with `replace`, an existing host's
