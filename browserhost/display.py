@@ -1,17 +1,20 @@
 """A headful session's X display, as the computer API (browserhost/computer.py) acts on it: xdotool, xmodmap
-and an ffmpeg grab, run inside the session's sandbox (its user, namespaces and cgroup), at the page's place on
-the screen; so clicks and keys are the display's own and a screenshot shows what a person would see there.
+and an ffmpeg grab, run as the host's helpers in the session's sandbox (its user, network and cgroup, not its
+machine: Sandbox.helper), at the page's place on the screen; so clicks and keys are the display's own and a
+screenshot shows what a person would see there.
 """
 import collections
 import re
 import subprocess
 import time
 
-from browserhost import keys
+from browserhost import bounded, keys
 from browserhost.unsandboxed import HostBox
 
 # What one command on the display may take.
 COMMAND_TIMEOUT = 70
+# What the host reads of one command's output (a 4K screen's PNG is a few MB); past it the command fails.
+OUTPUT_BYTES = 64 * 1024 * 1024
 # How long Chromium may take to read a new keyboard mapping before the keycodes it names are bound anew.
 REBIND_SECONDS = 0.3
 
@@ -78,13 +81,8 @@ class Display:
         variables = {"DISPLAY": self.name, "LC_ALL": "C.UTF-8"}  # xdotool reads its text in the locale's encoding
         pipes = {"stdin": subprocess.PIPE if stdin is not None else subprocess.DEVNULL, "stdout": subprocess.PIPE,
                  "stderr": subprocess.PIPE}
-        process = self.box.popen(argv, variables, **pipes)
-        try:
-            out, err = process.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise
+        process = self.box.helper(argv, variables, **pipes)
+        out, err = bounded.communicate(process, stdin, timeout, limit=OUTPUT_BYTES)
         if process.returncode:
             raise subprocess.SubprocessError(f"{argv[0]} failed: {err.decode(errors='replace').strip()[-300:]}")
         return out

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from browserhost import reshape, sandbox
+from browserhost import bounded, reshape, sandbox
 from browserhost.cdp import CdpClient
 from browserhost.launch_options import (
     CHROME_HEIGHT,
@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHROMIUM = "/usr/lib/chromium/chromium"
 LOG_TAIL_CHARS = 3000
+# What chromium.log takes of the host's disk at most: more than the session's log hands on (starts.py's
+# CHROMIUM_LOG_MAX_BYTES, past which its LogTail empties the file); the rest is dropped.
+LOG_BYTES = 32 * 1024 * 1024
+LOG_WAIT_SECONDS = 5  # for a browser's output to be in chromium.log once its processes are killed
 
 # (binary, headful) -> browser UI height, once measured in this process.
 _measured_chrome_heights = {}
@@ -158,16 +162,22 @@ class Browser:
                             chrome_height=chrome_height, sandboxed=box.sandboxed)
         env["BREAKPAD_DUMP_LOCATION"] = f"{box.inside_home}/.crash-dumps"  # its database, else ~/.config/chromium
         log_path = workdir / "chromium.log"
-        with open(log_path, "ab") as log_file:
+        # Its output through a pipe the host copies to chromium.log, bounded: a process of the session can take
+        # Chromium's descriptors, and a file of the host's would be its to fill.
+        output, pump = bounded.pipe_to_log(log_path, LOG_BYTES)
+        try:
             process = box.popen(argv, env, binds=[(box.extensions, sandbox.INSIDE_EXTENSIONS),
                                                   *box.chrome_policy_binds(options.chrome_policy)], screen=screen,
-                                devtools=True, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                devtools=True, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+        finally:
+            os.close(output)
         try:
             devtools = _wait_for_devtools(process, time.monotonic() + timeout, box.find_devtools)
         except LaunchError as error:
             box.stop_browser(process, grace=0)
-            raise type(error)(f"{error}; chromium.log ends:\n{_tail(log_path)}") from None
+            pump.wait(LOG_WAIT_SECONDS)  # its last words
+            raise type(error)(f"{error}; chromium.log ends:\n{bounded.tail(log_path, LOG_TAIL_CHARS)}") from None
         return cls(binary, process, workdir, devtools, log_path, box)
 
     def stop(self, grace=2.0):
@@ -222,10 +232,3 @@ def _wait_for_devtools(process, deadline, find):
         if devtools is not None:
             return devtools
         time.sleep(0.02)
-
-
-def _tail(path):
-    try:
-        return Path(path).read_text(errors="replace")[-LOG_TAIL_CHARS:]
-    except OSError:
-        return ""

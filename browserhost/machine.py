@@ -14,6 +14,10 @@ one computer do: a file Chromium downloads is there for the next process, which 
   bound in, --die-with-parent, so that killing the host's process kills it), and the machine outlives a browser
   restarted in it. The holder has no /dev of bubblewrap's: with one, bubblewrap nests a second user namespace
   (it mounts devpts as uid 0), which a joining process could enter only with a bounding set left full.
+  The launcher closes the namespaces' descriptors, which bubblewrap leaves open, before the process runs.
+  Only the session's own processes join (the browser, a tenant's): the host's helpers (`join=False`: xdotool,
+  ffmpeg, the resolver, the relay) get namespaces of their own, since every process of the machine, one user,
+  can trace the others or take their descriptors.
 - **Who**: `setpriv` drops to the sandbox's user before bubblewrap runs; the network namespace is joined by
   `ip netns exec` and the session's cgroup before anything else runs (JOIN_CGROUP).
 """
@@ -141,7 +145,10 @@ class Machine:
         variables = {"HOME": INSIDE_HOME, "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", **(variables or {})}
         for name, value in variables.items():
             inner += ["--setenv", name, value]
-        inner += ["--chdir", INSIDE_HOME, "--", "/bin/sh", "-c", LAUNCHER, "launcher"]
+        # bash, not sh: it closes descriptors past 9 (the namespaces', given to bubblewrap, which keeps them open).
+        inner += ["--chdir", INSIDE_HOME, "--", "/bin/bash", "-c", LAUNCHER, "launcher"]
+        if join:
+            inner += ["--close", " ".join(map(str, self.namespaces))]
         if relay:
             inner += ["--relay"]
         if screen:
@@ -243,13 +250,18 @@ def _children(pid, seconds):
 # the host (an idle executor thread waits for work until the process ends), never from a request's thread.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 
-# The launcher inside the sandbox: for the DevTools relay, its listening socket (which comes as stdin) as fd 3,
-# as systemd's socket activation wants it, with LISTEN_PID its own pid; an X display when asked (a fixed number:
-# the network namespace, where X's abstract socket lives, is the sandbox's own; what a previous browser's display
-# left in the machine's /tmp goes first, since its pid may now be another process's), then the command in its
+# The launcher inside the sandbox: for a process joining the machine, the namespaces' descriptors closed (what it
+# runs must not hold the holder's namespaces); for the DevTools relay, its listening socket (which comes as stdin)
+# as fd 3, as systemd's socket activation wants it, with LISTEN_PID its own pid; an X display when asked (a fixed
+# number: the network namespace, where X's abstract socket lives, is the sandbox's own; what a previous browser's
+# display left in the machine's /tmp goes first, since its pid may now be another process's), then the command in its
 # place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
+if [ "$1" = --close ]; then
+  for fd in $2; do exec {fd}<&-; done
+  shift 2
+fi
 if [ "$1" = --relay ]; then
   exec 3<&0 </dev/null
   export LISTEN_FDS=1 LISTEN_PID=$$

@@ -90,9 +90,10 @@ class Recordings:
 
 
 def _spawner(hosted, variables):
-    """How a session's recordings run ffmpeg: in its box (its sandbox, or this host without one)."""
+    """How a session's recordings run ffmpeg: as the host's helper in its box (its sandbox, or this host without
+    one), outside the session's machine."""
     def spawn(argv, errors):
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": errors}
-        return hosted.box.popen(argv, variables, **pipes)
+        return hosted.box.helper(argv, variables, **pipes)
 
     return spawn

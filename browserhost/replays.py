@@ -16,10 +16,12 @@ called once with it, from its own thread, which sends it to the app (`send`).
 import base64
 import io
 import logging
+import os
 import threading
 import time
 from urllib.parse import urlencode
 
+from browserhost import bounded
 from browserhost.cdp import CdpClient, CdpError
 from browserhost.uplink import AppUnreachable, Refused
 from lantern_wire.hosts import REPLAYS
@@ -29,6 +31,9 @@ logger = logging.getLogger(__name__)
 CHUNK = 256 * 1024
 STOP_GRACE_SECONDS = 10  # for ffmpeg to write its last fragment once asked to stop
 JPEG_QUALITY = 80
+# Of ffmpeg's stderr (-loglevel error: a line per error), what the host's <replay>.log keeps, and reads back.
+ERROR_LOG_BYTES = 64 * 1024
+ERROR_TAIL_CHARS = 1024
 
 
 def encoder_arguments(width, height, framerate, max_seconds):
@@ -41,8 +46,9 @@ def encoder_arguments(width, height, framerate, max_seconds):
 
 
 class Recording:
-    """One recording; `start(spawn)` runs its encoder through `spawn(argv, stdin)` (a subprocess.Popen with
-    stdin and stdout piped and stderr to the given file), `stop()` ends it and waits until it is written."""
+    """One recording; `start(spawn)` runs its encoder through `spawn(argv, errors)` (a subprocess.Popen with
+    stdin and stdout piped and stderr to `errors`, a pipe's end whose other end the host reads into <replay>.log,
+    bounded: never a file of the host's), `stop()` ends it and waits until it is written."""
 
     def __init__(self, replay_id, path, *, size, framerate, max_seconds, max_bytes, on_finished):
         self.replay_id, self.path = replay_id, path
@@ -54,6 +60,7 @@ class Recording:
         self.finished = threading.Event()  # set once on_finished returned
         self._stopping = threading.Event()
         self._process = None
+        self._errors = None  # the bounded.LogPump of its stderr
 
     def input_arguments(self):
         raise NotImplementedError
@@ -61,8 +68,12 @@ class Recording:
     def start(self, spawn):
         argv = ["ffmpeg", "-loglevel", "error", "-nostats", *self.input_arguments(),
                 *encoder_arguments(*self.size, self.framerate, self.max_seconds)]
-        with open(self.path.with_suffix(".log"), "wb") as errors:
+        self.path.with_suffix(".log").unlink(missing_ok=True)
+        errors, self._errors = bounded.pipe_to_log(self.path.with_suffix(".log"), ERROR_LOG_BYTES)
+        try:
             self._process = spawn(argv, errors)
+        finally:
+            os.close(errors)  # ffmpeg has it: its end closes the pipe
         self.started_at = time.time()
         threading.Thread(target=self._write, name=f"replay-{self.replay_id}", daemon=True).start()
         return self
@@ -100,6 +111,7 @@ class Recording:
                         logger.info("replay %s reached its %s bytes; it stops", self.replay_id, self.max_bytes)
                         threading.Thread(target=self.stop, daemon=True).start()
             status = self._process.wait()
+            self._errors.wait(STOP_GRACE_SECONDS)  # what it said, before it is read
             if status and not self._stopping.is_set():
                 self.error = f"ffmpeg exited with status {status}: {self._error_tail()}"
             elif self.written == 0:
@@ -116,10 +128,7 @@ class Recording:
                 self.finished.set()
 
     def _error_tail(self):
-        try:
-            return self.path.with_suffix(".log").read_text(errors="replace").strip()[-300:]
-        except OSError:
-            return ""
+        return bounded.tail(self.path.with_suffix(".log"), ERROR_TAIL_CHARS).strip()[-300:]
 
 
 class DisplayRecording(Recording):

@@ -5,6 +5,7 @@
     box = Sandbox(workdir, policy, memory_mb=1024, allowed_hosts=None)
     box.create()                            # its network, firewall, cgroup, folders and machine
     process = box.popen(argv, {"TZ": "UTC"}, stdout=...)  # a process of the session's machine
+    helper = box.helper(["xdotool", ...], {"DISPLAY": ...})  # the host's own, outside the machine
     box.find_devtools()                     # its browser's DevTools, reachable by this host alone
     box.stop_browser(process, grace=2)      # the session's processes but the machine's own end
     box.destroy()                           # every process of it killed; nothing of it left
@@ -12,13 +13,16 @@
 browserhost/unsandboxed.py's HostBox is the same for a host without sandboxes (BROWSER_SANDBOX=off).
 
 Everything is built from Debian's well-kept tools, nothing home-made at the namespace level:
-- **Files and processes**: one machine per session (browserhost/machine.py): every process the host starts
-  for it is a bubblewrap (`bwrap`) that joins the session's user and pid namespaces, with read-only /usr and
-  the few /etc files Chromium needs, /proc of the session's pid namespace, and the session's /tmp, /dev/shm
-  and home (/home/session, the profile's folder): tmpfs mounts the host makes once, whose pages count in the
-  session's memory cgroup, so what a page stores (its origin's storage quota is a tenth of the disk) fills
-  the session's memory cap, never the host's disk. `--die-with-parent`: the sandbox dies with the host,
-  whatever kills it.
+- **Files and processes**: one machine per session (browserhost/machine.py): each of its processes (the
+  browser; a tenant's) is a bubblewrap (`bwrap`) that joins the session's user and pid namespaces, with
+  read-only /usr and the few /etc files Chromium needs, /proc of the session's pid namespace, and the session's
+  /tmp, /dev/shm and home (/home/session, the profile's folder): tmpfs mounts the host makes once, whose pages
+  count in the session's memory cgroup, so what a page stores (its origin's storage quota is a tenth of the
+  disk) fills the session's memory cap, never the host's disk. `--die-with-parent`: the sandbox dies with the
+  host, whatever kills it. The host's own helpers (xdotool, xmodmap, ffmpeg: `helper`) join the network and
+  cgroup only, in namespaces of their own: the session's processes, which can trace each other (one uid), see
+  no pid of them. What the host reads of any process is bounded (browserhost/bounded.py), and it hands none a
+  file of its own: Chromium's output comes through a pipe (launch.py).
 - **User**: `setpriv` drops to the unprivileged sandbox user (BROWSER_SANDBOX_USER) before bwrap
   runs, so no process of a session is uid 0 on the host; Chromium's own sandbox stays on.
 - **No opener**: every program that hands a file or a link to another program (xdg-open, xdg-email, gio, the
@@ -85,6 +89,7 @@ INSIDE_MANAGED_POLICIES = "/etc/chromium/policies/managed"
 DEVTOOLS_SOCKET = "devtools.sock"
 PROFILE = "user-data"  # the browser's profile, in the session's home
 NETNS_PREFIX = "lantern-"
+HOST_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # for ip, setpriv and bwrap
 
 
 class Sandbox:
@@ -219,8 +224,18 @@ class Sandbox:
             shutil.rmtree(self.home / PROFILE, ignore_errors=True)  # never through a link: rmtree follows none
             self._start_relay()
         command, fds = self.machine.command(argv, variables, mounts, screen, ids=self.policy.ids())
-        options.setdefault("env", {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # for ip, setpriv and bwrap
+        options.setdefault("env", HOST_ENVIRONMENT)
         return spawn(command, pass_fds=(*fds, *options.pop("pass_fds", ())), **options)
+
+    def helper(self, argv, variables=None, **options):
+        """subprocess.Popen of a program the host runs for the session (xdotool, xmodmap, ffmpeg), with `variables`
+        as popen's: as the sandbox's user, in its network namespace (where its X display's socket is) and cgroup,
+        but in user and pid namespaces and folders of its own, outside the session's machine. A process of the
+        session sees no pid of it, so it cannot take its pipes (pidfd_getfd) or trace it: what the host reads of
+        it is the helper's."""
+        command, _ = self.machine.command(argv, variables, [], None, ids=self.policy.ids(), join=False)
+        options.setdefault("env", HOST_ENVIRONMENT)
+        return spawn(command, **options)
 
     def _start_relay(self):
         """systemd-socket-proxyd on a new DevTools socket, as RELAY_USER in a bubblewrap of its own (a previous

@@ -86,6 +86,10 @@ class HostBox:
             environment = {"PATH": HOST_PATH, **(variables or {})}
         return subprocess.Popen(argv, env=environment, close_fds=True, **options)
 
+    def helper(self, argv, variables=None, **options):
+        """A program the host runs for the session (xdotool, ffmpeg): here, as any of its processes."""
+        return self.popen(argv, variables, **options)
+
     def find_devtools(self):
         """Chromium's DevTools on the port DevToolsActivePort names (`--remote-debugging-port=0`), once it answers,
         else None."""

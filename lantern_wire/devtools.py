@@ -9,6 +9,8 @@ from lantern_wire.splice import connect_unix
 
 # What Chromium's browser endpoint looks like (/devtools/browser/<uuid>): a worker writes it into a request line.
 BROWSER_PATH = re.compile(r"/devtools/browser/[A-Za-z0-9-]{1,64}")
+# What is read of an answer to /json/*: a tab's entry takes some 500 bytes besides its URL and title.
+MAX_JSON_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class DevTools:
         return cls(path, socket_path=socket_path, owner=owner, port=port)
 
     def get_json(self, path, timeout=10.0):
-        """Chromium's JSON answer to GET `path` (/json/version, /json/list); OSError or ValueError otherwise."""
+        """Chromium's JSON answer to GET `path` (/json/version, /json/list); OSError or ValueError otherwise (an
+        answer past MAX_JSON_BYTES too)."""
         connection = http.client.HTTPConnection(self.host, timeout=timeout)
         connection.sock = self.connect(timeout)
         try:
@@ -61,6 +64,9 @@ class DevTools:
             response = connection.getresponse()
             if response.status != 200:
                 raise OSError(f"GET {path}: HTTP {response.status}")
-            return json.loads(response.read())
+            answer = response.read(MAX_JSON_BYTES + 1)
+            if len(answer) > MAX_JSON_BYTES:  # what a browser of a session answers is the session's to make large
+                raise ValueError(f"GET {path}: the answer passed {MAX_JSON_BYTES} bytes")
+            return json.loads(answer)
         finally:
             connection.close()
