@@ -5,6 +5,8 @@ JSON the setting takes: `LANTERN_DB_POOL_SIZE=40`, `LANTERN_SQLITE_PRAGMAS='{"bu
 variable is None where None is allowed). A wrong type or value stops the start with one line naming it.
 Code reads `settings().db_pool_size`; `app.config["DB_POOL_SIZE"]` holds the same checked value (Flask's own use).
 """
+import logging
+import os
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -28,11 +30,15 @@ from pydantic import (
 MAX_TIMEOUT_SECONDS = 259200
 
 
+# Schemes whose URL may name no host: a file, or a local socket (postgresql:///lantern?host=/var/run/postgresql).
+HOSTLESS_SCHEMES = ("sqlite", "unix", "postgresql", "postgres")
+
+
 def url(*schemes, **placeholders):
     """A URL with one of `schemes`; a template's `{name}` placeholders must be those given (checked by formatting)."""
     def check(value):
         parts = urlsplit(value)
-        if parts.scheme not in schemes or not (parts.netloc or parts.scheme in ("sqlite", "unix")):
+        if parts.scheme not in schemes or not (parts.netloc or parts.scheme in HOSTLESS_SCHEMES):
             raise ValueError(f"should be a URL starting with {' or '.join(s + '://' for s in schemes)}")
         try:
             value.format(**placeholders)
@@ -45,6 +51,20 @@ def url(*schemes, **placeholders):
 
 def comma_separated(value):
     return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
+
+
+def log_level_name(value):
+    """A level as logging.basicConfig took it (a number such as logging.DEBUG, or a name such as WARN) as the name
+    logging gives it; anything else is left for the field's check to name."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return logging.getLevelName(value)  # "Level 15" for a number with no name: refused below
+    if isinstance(value, str) and isinstance(logging.getLevelNamesMapping().get(value), int):
+        return logging.getLevelName(logging.getLevelNamesMapping()[value])  # WARN -> WARNING, FATAL -> CRITICAL
+    return value
+
+
+def path_text(value):
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 def fernet_keys(keys):
@@ -70,11 +90,12 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=str.upper, validate_by_name=True)
 
     # Largest request body read (413 beyond); JSON bodies of this API are small.
-    max_content_length: PositiveInt = 16 * 1024 * 1024
+    max_content_length: PositiveInt | None = 16 * 1024 * 1024  # None: no limit (Flask's)
 
     # Logging: one line per request at INFO, with its request id. LOG_FORMAT "text" escapes
     # control characters (no forged lines); "json" writes one object per line for log shippers.
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NOTSET"],
+                         BeforeValidator(log_level_name)] = "INFO"
     log_format: Literal["text", "json"] = "text"
 
     # Database. None means SQLite in the instance folder (`instance/lantern.db`).
@@ -102,7 +123,7 @@ class Settings(BaseModel):
     credential_provider_timeout_seconds: Seconds = 10
 
     # Blobs (profile states, extension archives), content-addressed files. None: instance/blobs.
-    blob_dir: str | None = None
+    blob_dir: Annotated[str, BeforeValidator(path_text)] | None = None
     # An unreferenced blob is removed only once this old (see app/core/blobs.py).
     blob_grace_seconds: NonNegativeFloat = 3600
 
@@ -187,12 +208,12 @@ class Settings(BaseModel):
     # worker prunes it (wsgi.py's periodic loop; `flask browsers prune` does it on demand).
     telemetry_buffer_events: PositiveInt = 1024
     telemetry_max_batch: PositiveInt = 1000
-    telemetry_retention_seconds: PositiveInt = 7 * 86400
+    telemetry_retention_seconds: Seconds = 7 * 86400
     telemetry_prune_interval_seconds: Interval = 300
     # The most a session's events (their JSON) take in the archive over its life; past it, its events are dropped
     # and counted (telemetry_dropped), and its `lantern` log says so once. A page logging without end wrote 9.5 MB/s.
-    # None: no bound.
-    telemetry_archive_session_max_bytes: PositiveInt | None = 256 * 1024 * 1024
+    # None: no bound; 0: no event is archived (each is counted as dropped).
+    telemetry_archive_session_max_bytes: NonNegativeInt | None = 256 * 1024 * 1024
     # Browser log lines: most lines a log stream replays before following.
     browser_log_replay_lines: NonNegativeInt = 1000
     # Recordings of a session's screen (replays): the framerate when none is asked and the highest one, the
@@ -202,10 +223,10 @@ class Settings(BaseModel):
     replay_max_framerate: PositiveInt = 30
     replay_max_seconds: PositiveInt = 3600
     replay_max_bytes: PositiveInt = 1024 * 1024 * 1024
-    replay_retention_seconds: PositiveInt = 7 * 86400
+    replay_retention_seconds: Seconds = 7 * 86400
     # The most a project's saved recordings take (until the retention deletes them): past it, a new recording is
-    # refused (403 replay_budget_exceeded); one under way is kept whole. None: no bound.
-    replay_project_max_bytes: PositiveInt | None = 20 * 1024 * 1024 * 1024
+    # refused (403 replay_budget_exceeded); one under way is kept whole. None: no bound; 0: no recording starts.
+    replay_project_max_bytes: NonNegativeInt | None = 20 * 1024 * 1024 * 1024
 
     # Managed auth: how long a login flow may take, its HTTP timeout per request to the
     # site, where the hosted page is reached (None: PUBLIC_BASE_URL, else the host of the
@@ -217,7 +238,7 @@ class Settings(BaseModel):
     auth_health_check_poll_seconds: Interval = 60
 
     # API keys. How long a rotated key keeps working unless the caller says otherwise.
-    api_key_rotation_grace_days: NonNegativeInt = 7
+    api_key_rotation_grace_days: NonNegativeFloat = 7
 
     # The deprecated /projects routes (spec part 9): served with Deprecation and
     # Sunset headers until the sunset instant (RFC 3339), then 410 Gone.

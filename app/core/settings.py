@@ -98,11 +98,15 @@ def from_environment(environ, values, origins, other):
 def typed(name, text):
     field = Settings.model_fields[ATTRIBUTES[name]]
     value = None if text == "" else decoded(text)
-    try:
-        TypeAdapter(field.annotation).validate_python(value)
-    except ValidationError:
-        return text  # checked as text, so a wrong value is named as it was written
-    return value
+    # The JSON value when it has the setting's type (a bound aside: SSE_HEARTBEAT_SECONDS=0 is refused as 0) or
+    # passes the setting's own validators (LOG_LEVEL=10 is logging.DEBUG).
+    for annotation in (field.annotation, field.rebuild_annotation()):
+        try:
+            TypeAdapter(annotation).validate_python(value)
+            return value
+        except ValidationError:
+            pass
+    return text  # checked as text, so a wrong value is named as it was written
 
 
 def decoded(text):

@@ -1,6 +1,7 @@
 """Settings (app/config.py, app/core/settings.py): layers (the defaults, then instance/config.py, then LANTERN_
 variables), their types, and the one line a wrong one stops the start with."""
 import json
+import logging
 
 import pytest
 
@@ -105,3 +106,29 @@ def test_a_test_changes_a_setting_checked_as_at_start(app):
     with pytest.raises(TypeError, match=r"change it with app.core.settings.change\(app, BLOB_GRACE_SECONDS=...\)"):
         app.config["BLOB_GRACE_SECONDS"] = 5  # what the code reads would not change
     app.config["PROPAGATE_EXCEPTIONS"] = False  # Flask's own settings are Flask's
+
+
+@pytest.mark.parametrize("name, written, read", [
+    ("DATABASE_URL", "'postgresql:///lantern'", "postgresql:///lantern"),  # a local socket, as open_database takes
+    ("DATABASE_URL", "'postgres:///lantern?host=/var/run/postgresql'", "postgres:///lantern?host=/var/run/postgresql"),
+    ("LOG_LEVEL", "logging.DEBUG", "DEBUG"),  # what logging.basicConfig took
+    ("LOG_LEVEL", "'WARN'", "WARNING"),
+    ("LOG_LEVEL", "'NOTSET'", "NOTSET"),
+    ("BLOB_DIR", "pathlib.Path('/srv/blobs')", "/srv/blobs"),
+    ("MAX_CONTENT_LENGTH", "None", None),  # Flask's "no limit"
+    ("TELEMETRY_RETENTION_SECONDS", "0.5", 0.5),  # fed to timedelta, as before
+    ("REPLAY_RETENTION_SECONDS", "1.5", 1.5),
+    ("API_KEY_ROTATION_GRACE_DAYS", "0.5", 0.5),
+    ("TELEMETRY_ARCHIVE_SESSION_MAX_BYTES", "0", 0),  # no event archived (each counted as dropped)
+    ("REPLAY_PROJECT_MAX_BYTES", "0", 0),  # no recording starts (403 replay_budget_exceeded)
+])
+def test_values_that_worked_before_typed_settings_still_load(tmp_path, name, written, read):
+    (tmp_path / "config.py").write_text(f"import logging\nimport pathlib\n{name} = {written}\n")
+    loaded, _ = settings.load(str(tmp_path), environ={})
+    assert loaded.model_dump(by_alias=True)[name] == read
+
+
+def test_a_numeric_log_level_reaches_logging_as_its_name(make_app, tmp_path):
+    app = make_app(LOG_LEVEL=logging.WARNING)
+    assert settings.settings(app).log_level == "WARNING" == app.config["LOG_LEVEL"]
+    assert settings.load(str(tmp_path), environ={"LANTERN_LOG_LEVEL": "10"})[0].log_level == "DEBUG"  # JSON, as before
