@@ -24,14 +24,34 @@ SECRETS = {"ENCRYPTION_KEYS"}
 
 
 class Config(flask.Config):
-    """app.config, which refuses `app.config["DB_POOL_SIZE"] = ...`: the code reads settings(), which that would
-    not change (install() writes the checked values with update(), which does not come here)."""
+    """app.config, which refuses to write a Lantern setting (`app.config["DB_POOL_SIZE"] = ...`, update(),
+    setdefault(), |=): the code reads settings(), which that would not change. install() writes the checked values
+    with dict.update, around this."""
 
     def __setitem__(self, name, value):
+        refuse_settings([name])
+        super().__setitem__(name, value)
+
+    def update(self, *mapping, **values):
+        values = dict(*mapping, **values)
+        refuse_settings(values)
+        super().update(values)
+
+    def setdefault(self, name, default=None):
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def __ior__(self, values):
+        self.update(values)
+        return self
+
+
+def refuse_settings(names):
+    for name in names:
         if name in ATTRIBUTES:
             raise TypeError(f"{name} is a setting, read once at start: change it with "
                             f"app.core.settings.change(app, {name}=...)")
-        super().__setitem__(name, value)
 
 
 def settings(app=None):
@@ -56,7 +76,7 @@ def change(app, **values):
 def install(app, checked):
     app.extensions["settings"] = checked
     # Flask and its extensions read their own (MAX_CONTENT_LENGTH, API_TITLE...) from app.config.
-    app.config.update(checked.model_dump(by_alias=True))
+    dict.update(app.config, checked.model_dump(by_alias=True))
 
 
 def load(instance_path, overrides=None, environ=None):

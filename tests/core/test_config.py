@@ -132,3 +132,22 @@ def test_a_numeric_log_level_reaches_logging_as_its_name(make_app, tmp_path):
     app = make_app(LOG_LEVEL=logging.WARNING)
     assert settings.settings(app).log_level == "WARNING" == app.config["LOG_LEVEL"]
     assert settings.load(str(tmp_path), environ={"LANTERN_LOG_LEVEL": "10"})[0].log_level == "DEBUG"  # JSON, as before
+
+
+def test_no_way_of_writing_app_config_changes_a_setting_behind_settings(app):
+    message = r"change it with app.core.settings.change\(app, BLOB_GRACE_SECONDS=...\)"
+    with pytest.raises(TypeError, match=message):
+        app.config.update(BLOB_GRACE_SECONDS=5)
+    with pytest.raises(TypeError, match=message):
+        app.config.update({"PROPAGATE_EXCEPTIONS": False, "BLOB_GRACE_SECONDS": 5})
+    with pytest.raises(TypeError, match=message):
+        app.config |= {"BLOB_GRACE_SECONDS": 5}
+    del app.config["BLOB_GRACE_SECONDS"]
+    with pytest.raises(TypeError, match=message):
+        app.config.setdefault("BLOB_GRACE_SECONDS", 5)
+    assert "BLOB_GRACE_SECONDS" not in app.config and app.config["PROPAGATE_EXCEPTIONS"] is None  # none half-done
+    assert app.config.setdefault("DB_POOL_SIZE", 1) == 20  # there already: nothing written
+    app.config.update(PROPAGATE_EXCEPTIONS=False)  # Flask's own settings are Flask's
+    assert app.config.setdefault("MY_EXTENSION_OPTION", 3) == 3
+    settings.change(app, BLOB_GRACE_SECONDS=7)
+    assert app.config["BLOB_GRACE_SECONDS"] == 7 == settings.settings(app).blob_grace_seconds
