@@ -112,6 +112,12 @@ class Machine:
         self.namespaces = (user, pid)
         self.cgroup.kept.update({self.holder.pid, init, *_children(init, HOLDER_SECONDS)})
 
+    @property
+    def ended(self):
+        """Its holder exited (a process of the session may kill it: one user) and every process of the machine with
+        its pid namespace (Chromium's exit ends the session, registry.watch); nothing can join it again."""
+        return self.holder is None or self.holder.poll() is not None
+
     def stop(self):
         """After the cgroup's processes were killed: the holder reaped, its namespaces let go."""
         if self.holder is not None:

@@ -216,7 +216,10 @@ class Sandbox:
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
         `screen` (width, height) started inside when given, and, when `devtools` (for the browser), the DevTools
         socket bound anew and relayed to port 9222 until the sandbox's processes are killed, and the profile's
-        folder emptied of what a previous browser left (its lock names a process id that may now be another's)."""
+        folder emptied of what a previous browser left (its lock names a process id that may now be another's).
+        SandboxError when the machine has ended (its holder was killed)."""
+        if self.machine.ended:
+            raise SandboxError("the session's machine has ended: its holder exited")
         mounts = [("--bind", self.run, INSIDE_RUN),
                   *(("--ro-bind", self.etc / name, f"/etc/{name}") for name in ETC_GENERATED),
                   *(("--ro-bind", outside, inside) for outside, inside in binds)]

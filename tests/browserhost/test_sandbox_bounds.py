@@ -15,6 +15,7 @@ from browserhost import display, launch, recordings, sandbox, sandbox_policy
 from browserhost.display import Display
 from browserhost.launch import Browser
 from browserhost.launch_options import LaunchOptions
+from browserhost.network import SandboxError
 from browserhost.unsandboxed import HostBox
 from lantern_wire.devtools import MAX_JSON_BYTES, DevTools
 from tests.browserhost.helpers import CHROMIUM, needs_chromium
@@ -205,3 +206,20 @@ def test_the_browsers_output_is_a_pipe_the_host_copies_into_its_log_up_to_a_boun
         box.destroy()
     assert outputs[0] == outputs[1] and outputs[0].startswith("pipe:")
     assert log.stat().st_size == 2 * 1024 * 1024  # the rest was read and dropped
+
+
+@can_sandbox
+def test_a_killed_holder_ends_the_machine_and_nothing_joins_it_again(tmp_path):
+    """A process of the session can kill the holder (one user): every process of the machine, the browser too, dies
+    with its pid namespace (and the browser's exit ends the session), and a start in it is refused in words."""
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
+    try:
+        standing = box.popen(["/usr/bin/sleep", "300"])
+        killer = box.popen(["/bin/sh", "-c", "kill -9 $(pgrep -x sleep | head -1); sleep 30"])
+        assert standing.wait(timeout=30) is not None and killer.wait(timeout=30) is not None
+        assert eventually(lambda: box.machine.ended, 10)
+        with pytest.raises(SandboxError, match="machine has ended"):
+            box.popen(["/bin/true"])
+    finally:
+        box.destroy()
+    assert not box.cgroup.exists()
