@@ -13,7 +13,8 @@ from flask import current_app
 
 from app.browsers.computer_schemas import MAX_REQUEST_MS
 from app.browsers.drivers import HostDriver
-from app.browsers.host_client import HostClient, HostError, api_error
+from app.browsers.host_client import HostClient, HostError
+from app.browsers.host_errors import api_error
 from app.browsers.models import DEFAULT_VIEWPORT
 from app.core.db import db
 from app.core.errors import ApiError, bad_request

@@ -14,7 +14,8 @@ from typing import Protocol
 import marshmallow as ma
 
 from app.browsers import hosts
-from app.browsers.host_client import HOST_DID_NOT_TAKE, HostClient, HostError, api_error
+from app.browsers.host_client import HostClient, HostError
+from app.browsers.host_errors import HOST_DID_NOT_TAKE, api_error
 from app.browsers.models import ENDED_BY_LAUNCH_FAILURE, BrowserSession
 from app.browsers.telemetry_settings import session_categories
 from app.core.db import exclusive

@@ -1,6 +1,6 @@
 """The app's client of a browser host's control API (lantern_wire/control.py): a method per route, taking and
-answering the contract's shapes, over a keep-alive connection pool per host (urllib3); and the one translation of a
-host's errors into the API's error shape (api_error), by the route that failed.
+answering the contract's shapes, over a keep-alive connection pool per host (urllib3). Its HostErrors become the API's
+error shape in one place, app/browsers/host_errors.py.
 
 Plain http:// only (lantern_wire.hosts.control_url), no proxies, no redirects: a host's key goes to that host and
 nowhere else.
@@ -8,7 +8,6 @@ No call is retried here: a start moves to another host within its deadline (driv
 computer actions or a recording's start are not idempotent.
 """
 import json
-import logging
 import re
 from dataclasses import dataclass
 
@@ -17,13 +16,9 @@ from pydantic import BaseModel, ValidationError
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProxyError
 
 from app.core import crypto
-from app.core.errors import NO_RETRY, ApiError, bad_request, conflict, not_found
-from app.core.settings import settings
 from lantern_wire import control
 from lantern_wire.hosts import control_url
-from lantern_wire.pacing import READ_ONLY
 
-logger = logging.getLogger(__name__)
 # What a streamed answer (HostClient.stream) is read by: all a worker holds of it at once.
 STREAM_CHUNK = 256 * 1024
 HOST_CODE = re.compile(r"[a-z_]{1,64}")
@@ -33,13 +28,6 @@ MAX_MESSAGE = 1000
 CONNECT_SECONDS = 5
 # Idle keep-alive connections kept per host: more are opened when needed and closed after their call.
 CONNECTIONS_PER_HOST = 8
-# Retry-After of a change refused while the session's browser starts (again).
-RESTART_RETRY_SECONDS = 2
-# The codes of a host's refusals of a recording worded for the session's user (browserhost/server.py).
-TENANTS_WORDS = {"browser_unreachable", "not_found", "replay_in_progress", "bad_request"}
-# What a host refusing a start answers when it started nothing there (another host may take the session). Not
-# browser_host_busy: that host spent the whole start deadline.
-HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable")
 
 _pools = urllib3.PoolManager(num_pools=256, maxsize=CONNECTIONS_PER_HOST, block=False, retries=False)
 
@@ -287,88 +275,3 @@ class StreamedAnswer:
 
     def __exit__(self, *exc_info):
         self.close()
-
-
-# -- the one translation of a host's errors ----------------------------------------------------------------------
-
-def api_error(error):
-    """The API's error for what a host did not do (`error`, a HostError of one of HostClient's calls), in the host's
-    words where they are meant for a tenant; x-should-retry false where the same request again could do something
-    twice."""
-    route = error.route
-    if route == control.SESSIONS:
-        return _start_failed(error)
-    if route == control.SESSION_COMPUTER:
-        return _computer_failed(error)
-    if route in (control.SESSION_REPLAYS, control.SESSION_REPLAY_STOP):
-        return _recording_failed(error)
-    if route in (control.SESSION_VIEWPORT, control.SESSION_PROFILE):
-        return _not_changed(error, "resized" if route == control.SESSION_VIEWPORT else "given the profile")
-    if route == control.SESSION_ENDPOINT:
-        return ApiError(502, "browser_host_unreachable", f"The browser of session {error.session_id!r} does not "
-                        "answer.", headers={"Retry-After": "5"})
-    return ApiError(502, "browser_host_unreachable", f"The browser's host did not answer: {error.public_message}",
-                    headers=_retry_after())
-
-
-def _retry_after():
-    return {"Retry-After": str(settings().browser_capacity_retry_after_seconds)}
-
-
-def _start_failed(error):
-    if error.status == 400:
-        return ApiError(400, "bad_request", error.public_message)
-    if error.status is None:  # it did not answer at all: it died, and is not yet known as lost
-        return ApiError(503, "no_browser_host", "The browser host placed to run it did not answer; retry: a "
-                        "host that stays silent stops getting sessions.", headers=_retry_after())
-    return ApiError(503, "browser_start_failed", f"The browser could not be started: {error.public_message}",
-                    headers=_retry_after())
-
-
-def _computer_failed(error):
-    """A 502 for actions the host did not do carries Retry-After only when sending them again cannot do one twice
-    (they never reached the host, or only read). Else the SDKs must not resend it: a host that failed part-way, or
-    did not answer, may have clicked or typed already."""
-    if error.status == 400:
-        return bad_request(error.public_message)
-    if error.status in (404, 501):
-        return ApiError(error.status, error.code or "not_found", error.public_message)
-    if error.malformed:  # they ran
-        return ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.",
-                        headers=NO_RETRY)
-    message = f"The browser could not do it: {error.public_message.rstrip('.')}"
-    actions = error.request.actions if error.request is not None else ()
-    if not error.reached or all(action["type"] in READ_ONLY for action in actions):
-        return ApiError(502, "computer_action_failed", message, headers=_retry_after())
-    return ApiError(502, "computer_action_failed", f"{message}. Some actions may have run: look at the screen "
-                    "before sending them again.", headers=NO_RETRY)
-
-
-def _recording_failed(error):
-    if error.status == 409:
-        return conflict(error.code or "replay_in_progress", error.public_message)
-    if error.status == 404:
-        return ApiError(404, "not_found", error.public_message)
-    # A host's failure to run ffmpeg or reach the browser may name its folders and processes: the tenant is told
-    # what failed, this server's log (and the host's) why. Only a host's words meant for tenants go on.
-    logger.warning("a browser host could not start or stop a recording: %s", error)
-    said = f": {error.public_message}" if error.code in TENANTS_WORDS else f" ({error.code or 'no answer'})"
-    # A host's own refusal started nothing, nor did a request that never reached it; one it had and did not answer
-    # may be recording, and the SDKs' retry of the 502 would find it so.
-    return ApiError(502, "replay_failed", f"The browser host could not do it{said}",
-                    headers=_retry_after() if error.took_nothing else NO_RETRY)
-
-
-def _not_changed(error, done):
-    """What a client is told of a running browser that could not be `done` (a host's refusal in its own words)."""
-    if error.status == 409:  # a browser starting again takes the change once it runs
-        return conflict(error.code or "conflict", error.public_message,
-                        retry_after=RESTART_RETRY_SECONDS if error.code == "browser_restarting" else None)
-    if error.status == 404:
-        return not_found(f"Browser session {error.session_id!r} has no running browser.", code="browser_not_found")
-    logger.warning("browser host could not change session %s: %s", error.session_id, error)
-    # The same request again asks for the same end state: worth retrying, unless the session ended (a restart that
-    # failed).
-    ended = error.code == "browser_start_failed"
-    return ApiError(502, error.code or "browser_host_error", f"The browser could not be {done}: "
-                    f"{error.public_message}", headers=NO_RETRY if ended else None)

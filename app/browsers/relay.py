@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 
 from flask import Response, request
 
-from app.browsers.host_client import HostClient, HostError, api_error, control_authorization
+from app.browsers.host_client import HostClient, HostError, control_authorization
+from app.browsers.host_errors import api_error, browser_unreachable
 from app.core import streamslots
 from app.core.db import db
 from app.core.errors import ApiError
@@ -84,7 +85,7 @@ def _open_through_host(session, target_path):
     try:
         upstream = socket.create_connection((address.hostname, address.port or 80), timeout=10)
     except OSError:
-        raise _unreachable(session) from None
+        raise browser_unreachable(session.id) from None
     return _handshake(upstream, HostClient.cdp_path(session.id, target_path),
                       [f"Host: {address.netloc}", f"Authorization: {control_authorization(session.host)}"])
 
@@ -102,7 +103,7 @@ def _open_direct(session, target_path):
         devtools = DevTools.from_json(endpoint)
     except ValueError:
         logger.warning("the browser host of session %s named no browser endpoint: %r", session.id, endpoint)
-        raise _unreachable(session) from None
+        raise browser_unreachable(session.id) from None
     if devtools.socket_path and not (type(devtools.owner) is int and devtools.owner not in (0, os.geteuid())):
         return None  # a socket only a sandbox's user owns is opened here; anything else goes through the host
     try:
@@ -110,7 +111,7 @@ def _open_direct(session, target_path):
     except PermissionError:
         return None
     except OSError:
-        raise _unreachable(session) from None
+        raise browser_unreachable(session.id) from None
     return _handshake(upstream, target_path or devtools.browser_path, [f"Host: {devtools.host}"])
 
 
@@ -118,11 +119,6 @@ def _handshake(upstream, path, headers):
     """`upstream`, the WebSocket handshake sent on it (with its 10 s timeout until it is answered)."""
     upstream.sendall(upgrade_request(path, headers, request.headers))
     return upstream
-
-
-def _unreachable(session):
-    return ApiError(502, "browser_host_unreachable", f"The browser of session {session.id!r} does not answer.",
-                    headers={"Retry-After": "5"})
 
 
 def _tell_host(host, session_id, change):

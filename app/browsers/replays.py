@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 from peewee import fn
 
 from app.browsers.computer import require_host_driver
-from app.browsers.host_client import HostClient, HostError, api_error
+from app.browsers.host_client import HostClient, HostError
+from app.browsers.host_errors import api_error
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
 from app.core import blobs, clock, urls
 from app.core.errors import ApiError, bad_request, conflict, not_found

@@ -6,7 +6,8 @@ from flask.views import MethodView
 
 from app.browsers import hosts, lifecycle, logs, relay, schemas, sessions, stream, telemetry
 from app.browsers.drivers import HostDriver, driver_named
-from app.browsers.host_client import HostClient, HostError, api_error
+from app.browsers.host_client import HostClient, HostError
+from app.browsers.host_errors import api_error
 from app.browsers.models import BrowserSession
 from app.core import sse
 from app.core.api import Blueprint, as_dumped
