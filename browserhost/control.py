@@ -19,6 +19,7 @@ from lantern_wire.splice import splice, upgrade_request
 
 logger = logging.getLogger(__name__)
 NOT_RUNNING = {"code": "not_found", "message": "No such browser on this host."}
+BROWSER_UNREACHABLE = 502, {"code": "browser_unreachable", "message": "The browser does not answer."}
 DISCARD_CHUNK = 64 * 1024  # what a body no route reads is dropped by
 
 
@@ -188,7 +189,12 @@ class ControlHandler(BaseHTTPRequestHandler):
         self.answer(200, hosted.browser.devtools.as_json())
 
     def on_devtools_json(self, hosted, _, query, chromium_path):
-        self.answer(200, hosted.browser.devtools.get_json(chromium_path))
+        try:
+            answer = hosted.browser.devtools.get_json(chromium_path)
+        except (OSError, ValueError):  # not answering, or answering past the bound a session's browser is held to
+            self.answer(*BROWSER_UNREACHABLE)
+            return
+        self.answer(200, answer)
 
     def on_cdp(self, hosted, _, query, target=None):
         if self.headers.get("Upgrade", "").lower() != "websocket":
@@ -230,7 +236,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         try:
             upstream = devtools.connect(timeout=10)
         except OSError:
-            self.answer(502, {"code": "browser_unreachable", "message": "The browser does not answer."})
+            self.answer(*BROWSER_UNREACHABLE)
             return
         upstream.sendall(upgrade_request(target, [f"Host: {devtools.host}"], self.headers))
         upstream.settimeout(None)

@@ -217,6 +217,15 @@ def test_the_route_table_answers_404_for_what_it_does_not_route_and_401_without_
     assert control_api("DELETE", "/sessions/s1?save_state=0") == (200, {"profile_state": None})
 
 
+def test_a_browser_answering_its_json_past_the_bound_or_not_at_all_is_a_502_not_a_dropped_connection(control_api):
+    assert control_api("POST", "/sessions", {"session_id": "s1"})[0] == 201
+    browser = control_api.server.registry.hosted["s1"].browser
+    for error in (ValueError("GET /json/list: the answer passed 1048576 bytes"), ConnectionRefusedError()):
+        browser.devtools = SimpleNamespace(get_json=lambda path, error=error: (_ for _ in ()).throw(error))
+        assert control_api("GET", "/sessions/s1/json/list") == (
+            502, {"code": "browser_unreachable", "message": "The browser does not answer."})
+
+
 def raw_request(address, head, body=b"", then=b""):
     """`head` (a request's line and headers, without the blank line) and `body` sent over one connection, then
     `then` (a next request); the answers' bytes until the host closes the connection or 5 s pass."""
