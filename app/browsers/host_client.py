@@ -4,16 +4,23 @@ error shape in one place, app/browsers/host_errors.py.
 
 Plain http:// only (lantern_wire.hosts.control_url), no proxies, no redirects: a host's key goes to that host and
 nowhere else.
-No call is retried here: a start moves to another host within its deadline (drivers.HostDriver.start), and
-computer actions or a recording's start are not idempotent.
+
+A pooled connection idle for IDLE_SECONDS is not used again (the host closes one idle for 30 s, and a call sent as it
+does so would be lost). Only the GET routes (read-only) are sent again, once, when the connection fails before the
+answer (urllib3's Retry): a start moves to another host within its deadline instead (drivers.HostDriver.start), and
+computer actions or a recording's start are not idempotent. A start goes on a connection of its own, so that a host
+machine gone silent fails it at connecting (HostError.reached False: the start moves) rather than after its deadline.
 """
 import json
 import re
+import time
 from dataclasses import dataclass
 
 import urllib3
 from pydantic import BaseModel, ValidationError
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProxyError
+from urllib3.connection import HTTPConnection
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, MaxRetryError, NewConnectionError, ProxyError
+from urllib3.util import Retry
 
 from app.core import crypto
 from lantern_wire import control
@@ -26,10 +33,58 @@ MAX_MESSAGE = 1000
 # A host machine that is off answers no connection at all: a call gives up on it after this, whatever its own
 # timeout (a start may take BROWSER_HOST_START_SECONDS once connected).
 CONNECT_SECONDS = 5
-# Idle keep-alive connections kept per host: more are opened when needed and closed after their call.
-CONNECTIONS_PER_HOST = 8
+# Idle keep-alive connections kept per host: more are opened when needed and closed after their call (urllib3 logs
+# a warning for each). A gevent worker may run many computer calls to one host at once.
+CONNECTIONS_PER_HOST = 32
+# A pooled connection idle this long is closed instead of used: well within the host's 30 s (browserhost/control.py
+# ControlHandler.timeout), after which it closes it, perhaps as a call is on its way.
+IDLE_SECONDS = 20
+# A GET whose connection failed before its answer (reset, closed, timed out) is sent once more, on another one.
+GET_RETRY = Retry(total=1, connect=0, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False)
 
-_pools = urllib3.PoolManager(num_pools=256, maxsize=CONNECTIONS_PER_HOST, block=False, retries=False)
+
+class HostConnection(HTTPConnection):
+    """A keep-alive connection to a host that its pool drops once idle for IDLE_SECONDS (urllib3's pool asks
+    is_connected before using a pooled connection again)."""
+
+    answered_at = None
+
+    def getresponse(self, *args, **kwargs):
+        response = super().getresponse(*args, **kwargs)
+        self.answered_at = time.monotonic()
+        return response
+
+    @property
+    def is_connected(self):
+        if self.answered_at is not None and time.monotonic() - self.answered_at > IDLE_SECONDS:
+            return False
+        return super().is_connected
+
+
+class FreshConnection(HTTPConnection):
+    """A connection used for one call: its pool closes it and connects again for the next."""
+
+    @property
+    def is_connected(self):
+        return False
+
+
+class HostPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = HostConnection
+
+
+class FreshPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = FreshConnection
+
+
+def host_pools(pool_class, **options):
+    pools = urllib3.PoolManager(num_pools=256, block=False, retries=False, **options)
+    pools.pool_classes_by_scheme = {"http": pool_class}  # control_url: plain http:// only
+    return pools
+
+
+_pools = host_pools(HostPool, maxsize=CONNECTIONS_PER_HOST)
+_fresh_pools = host_pools(FreshPool, maxsize=1)
 
 
 class HostError(Exception):
@@ -74,7 +129,7 @@ class HostClient:
 
     def start(self, request: control.StartRequest, *, timeout) -> control.StartAnswer:
         return self._call("POST", control.SESSIONS, request, control.StartAnswer, timeout=timeout,
-                          session_id=request.session_id)
+                          session_id=request.session_id, fresh=True)
 
     def stop(self, session_id, *, save, timeout) -> control.StopAnswer:
         return self._call("DELETE", control.SESSION, None, control.StopAnswer, timeout=timeout, session_id=session_id,
@@ -150,14 +205,14 @@ class HostClient:
         """The path of the host's CDP relay for the session's browser (or one of its targets)."""
         return control.path(control.SESSION_CDP, session_id=session_id) + target_path
 
-    def _call(self, method, route, request, answers, *, timeout, session_id=None, query="", **values):
+    def _call(self, method, route, request, answers, *, timeout, session_id=None, query="", fresh=False, **values):
         def failed(message, **details):
             return HostError(message, route=route, session_id=session_id, request=request, **details)
 
         path = control.path(route, session_id=session_id, **values) + query
         try:
             body = request.model_dump(mode="json") if request is not None else {} if method in ("POST", "PUT") else None
-            answer = send(self.host, method, path, body, timeout=timeout)
+            answer = send(self.host, method, path, body, timeout=timeout, fresh=fresh)
         except HostError as error:
             error.route, error.session_id, error.request = route, session_id, request
             raise
@@ -173,11 +228,11 @@ class HostClient:
         return answer
 
 
-def send(host, method, path, body=None, *, timeout):
+def send(host, method, path, body=None, *, timeout, fresh=False):
     """The host's JSON answer to `method path` (`body`: JSON-able); HostError when it cannot be reached, refuses, or
-    answers what is not JSON (the app reads at most control.MAX_JSON_BYTES)."""
+    answers what is not JSON (the app reads at most control.MAX_JSON_BYTES). `fresh`: on a connection of its own."""
     response = _open(host, method, path, None if body is None else json.dumps(body).encode(),
-                     {"Content-Type": "application/json"}, timeout=timeout)
+                     {"Content-Type": "application/json"}, timeout=timeout, fresh=fresh)
     data = _read_bounded(host, response)
     try:
         answer = json.loads(data or b"null")
@@ -190,16 +245,19 @@ def send(host, method, path, body=None, *, timeout):
     return answer
 
 
-def _open(host, method, path, body, headers, *, timeout):
+def _open(host, method, path, body, headers, *, timeout, fresh=False):
     """The host's answer to `method path` (a urllib3 response, its body unread), `body` (bytes, a binary file or an
     iterable of bytes) sent as it is read."""
 
     if not control_url(host.address):
         raise HostError(f"browser host {host.name} has an address that is not a plain http:// one", reached=False)
     try:
-        return _pools.request(method, host.address.rstrip("/") + path, body=body, redirect=False, retries=False,
-                              headers={"Authorization": control_authorization(host), **headers}, preload_content=False,
-                              timeout=urllib3.Timeout(connect=min(timeout, CONNECT_SECONDS), read=timeout))
+        return (_fresh_pools if fresh else _pools).request(
+            method, host.address.rstrip("/") + path, body=body, redirect=False,
+            retries=GET_RETRY if method == "GET" else False, preload_content=False,
+            headers={"Authorization": control_authorization(host), **headers,
+                     **({"Connection": "close"} if fresh else {})},  # the host need not keep it open
+            timeout=urllib3.Timeout(connect=min(timeout, CONNECT_SECONDS), read=timeout))
     except (HTTPError, OSError) as error:
         raise _unanswered(host, error) from None
 
@@ -207,6 +265,8 @@ def _open(host, method, path, body, headers, *, timeout):
 def _unanswered(host, error):
     # No connection made: the host has nothing to act on. Past that (a timeout waiting for the answer, a connection
     # lost), it may act all the same.
+    if isinstance(error, MaxRetryError):  # a GET's second try failed too (or its first could not connect)
+        error = error.reason
     unsent = isinstance(error, (NewConnectionError, ConnectTimeoutError, ProxyError))
     return HostError(f"browser host {host.name} at {host.address} did not answer: {type(error).__name__}",
                      reached=not unsent)

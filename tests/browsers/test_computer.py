@@ -182,8 +182,8 @@ def test_a_persons_typing_and_a_drags_moves_are_waited_for(client, on_fake_host,
     session_id = on_fake_host(RecordingHost())
     timeouts = []
     send = host_client.send
-    monkeypatch.setattr(host_client, "send", lambda *args, timeout: timeouts.append(timeout) or send(*args,
-                                                                                                   timeout=timeout))
+    monkeypatch.setattr(host_client, "send", lambda *args, timeout, **options: timeouts.append(timeout) or send(
+        *args, timeout=timeout, **options))
     text = "word " * 200
     for path, body in (("type", {"text": text}), ("type", {"text": text, "typo_chance": 0.1}),
                        ("drag_mouse", {"path": [[1, 1], [2, 2]], "steps_per_segment": 10_000, "step_delay_ms": 0})):
@@ -217,8 +217,8 @@ def test_the_request_holds_no_database_connection_while_its_host_runs_the_action
         "enabled": True, "browser": {"control": {"enabled": True}}})["session_id"])
     during = []
     send = host_client.send
-    monkeypatch.setattr(host_client, "send", lambda *args, timeout: during.append(db.is_closed()) or send(
-        *args, timeout=timeout))
+    monkeypatch.setattr(host_client, "send", lambda *args, timeout, **options: during.append(db.is_closed()) or send(
+        *args, timeout=timeout, **options))
     assert client.post(f"/browsers/{session_id}/computer/type", json={"text": "hi", "smooth": True}).status_code == 204
     assert during == [True]
     events = client.get(f"/browsers/{session_id}/telemetry/events").get_json()
