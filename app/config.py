@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from lantern_wire import control
+
 # The longest inactivity timeout a session may ask for (the contract's three days).
 MAX_TIMEOUT_SECONDS = 259200
 
@@ -80,6 +82,7 @@ def fernet_keys(keys):
 
 HttpUrl = Annotated[str, url("http", "https")]
 Seconds = PositiveFloat
+Framerate = Annotated[int, Field(ge=1, le=control.MAX_FRAMERATE)]  # what a host records at
 # 0 (or None) turns a periodic task off (app/core/periodic.py).
 Interval = NonNegativeFloat | None
 
@@ -219,8 +222,8 @@ class Settings(BaseModel):
     # Recordings of a session's screen (replays): the framerate when none is asked and the highest one, the
     # longest recording (and the default of max_duration_in_seconds), the largest video kept (the rest of a
     # longer one is not), and how long recordings are kept after they end (then deleted, as telemetry is).
-    replay_default_framerate: PositiveInt = 10
-    replay_max_framerate: PositiveInt = 30
+    replay_default_framerate: Framerate = 10
+    replay_max_framerate: Framerate = 30
     replay_max_seconds: PositiveInt = 3600
     replay_max_bytes: PositiveInt = 1024 * 1024 * 1024
     replay_retention_seconds: Seconds = 7 * 86400

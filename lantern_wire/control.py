@@ -56,6 +56,8 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 # A start's deadline when the caller does not give one (the app sends its BROWSER_HOST_START_SECONDS).
 DEFAULT_START_SECONDS = 30.0
+# The highest framerate a host records at (the app's REPLAY_MAX_FRAMERATE is held to it).
+MAX_FRAMERATE = 240
 HEADLESS_MEMORY = ("1GiB", "2GiB", "4GiB")
 HEADFUL_MEMORY = ("8GiB", "16GiB")
 
@@ -184,7 +186,7 @@ class ComputerAnswer(Answer):
 
 class ReplayStart(Shape):
     replay_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]{1,64}$")]
-    framerate: int = Field(ge=1, le=240)
+    framerate: int = Field(ge=1, le=MAX_FRAMERATE)
     max_seconds: int = Field(ge=1)
     max_bytes: int = Field(ge=1)
 

@@ -241,7 +241,8 @@ def send(host, method, path, body=None, *, timeout, fresh=False):
     if response.status >= 400:
         raise _refusal(response.status, answer)
     if answer is ValueError or response.status >= 300:
-        raise HostError(f"browser host {host.name} answered {method} {path} with HTTP {response.status} and no JSON")
+        raise HostError(f"browser host {host.name} answered {method} {path} with HTTP {response.status} and no JSON",
+                        malformed=response.status < 300)  # a 2xx: it did what was asked
     return answer
 
 

@@ -18,6 +18,7 @@ from app.browsers.host_errors import api_error
 from app.browsers.models import ENDED_BY_HOST_LOST, BrowserSession, Replay
 from app.core import blobs, clock, urls
 from app.core.errors import ApiError, bad_request, conflict, not_found
+from app.core.ids import new_id
 from app.core.settings import settings
 from lantern_wire.control import ReplayStart
 from lantern_wire.hosts import ENDED_BY_HOST_RESTART
@@ -44,15 +45,19 @@ def start(session, framerate, max_seconds):
         raise conflict("replay_in_progress", f"Browser session {session.id!r} is already being recorded; stop that "
                                              "recording first.")
     refuse_past_budget(session.project_id)
-    # The row comes first: the host may send a recording that failed at once before it answers.
-    replay = Replay.create(session=session.id, framerate=framerate, max_duration_seconds=max_seconds)
-    start = ReplayStart(replay_id=replay.id, framerate=framerate, max_seconds=max_seconds,
+    start = ReplayStart(replay_id=new_id(), framerate=framerate, max_seconds=max_seconds,
                         max_bytes=settings().replay_max_bytes)
+    # The row comes before the call: the host may send a recording that failed at once before it answers.
+    replay = Replay.create(id=start.replay_id, session=session.id, framerate=framerate,
+                           max_duration_seconds=max_seconds)
     try:
         HostClient(session.host).start_replay(session.id, start, timeout=START_SECONDS)
     except HostError as error:
-        replay.delete_instance()
-        raise api_error(error) from None
+        if not error.malformed:
+            replay.delete_instance()
+            raise api_error(error) from None
+        # It answered 2xx: it is recording, and will send the video to this replay.
+        logger.warning("a browser host started a recording but answered it wrongly: %s", error)
     return Replay.get_by_id(replay.id)
 
 

@@ -15,6 +15,7 @@ from app.core import blobs, clock, settings
 from app.core.db import db
 from browserhost import replays as host_replays
 from browserhost.uplink import AppClient
+from lantern_wire import control
 from lantern_wire.hosts import REPLAYS
 from tests.browsers.conftest import SlowHost, on_host
 
@@ -203,3 +204,24 @@ def test_past_the_projects_recordings_budget_a_new_recording_is_a_403_naming_it(
         assert started.status_code == 201 and started.get_json()["status"] == "recording"
     finally:
         host.stop()
+
+
+@pytest.mark.parametrize("answer", [{"began": "now"}, b"recording"])
+def test_a_host_that_answers_a_start_malformed_is_recording_so_its_replay_is_kept(app, client, session_id, answer):
+    host = RecordingHost((201, answer)).start()  # a 2xx: the host is recording
+    try:
+        recorded_by(app, session_id, host)
+        started = client.post(f"/browsers/{session_id}/replays", json={})
+    finally:
+        host.stop()
+    assert started.status_code == 201 and started.get_json()["status"] == "recording"
+    [listed] = client.get(f"/browsers/{session_id}/replays").get_json()
+    assert listed["replay_id"] == started.get_json()["replay_id"]  # the host's video has a replay to come to
+
+
+def test_the_highest_framerate_setting_is_bounded_by_what_a_host_takes(tmp_path):
+    with pytest.raises(settings.SettingsError, match=f"REPLAY_MAX_FRAMERATE={control.MAX_FRAMERATE + 1} .*should be "
+                                                     f"less than or equal to {control.MAX_FRAMERATE}"):
+        settings.load(str(tmp_path), environ={"LANTERN_REPLAY_MAX_FRAMERATE": str(control.MAX_FRAMERATE + 1)})
+    assert settings.load(str(tmp_path), environ={"LANTERN_REPLAY_MAX_FRAMERATE": str(control.MAX_FRAMERATE)})[0] \
+        .replay_max_framerate == control.MAX_FRAMERATE
