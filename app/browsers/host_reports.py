@@ -49,7 +49,7 @@ def register(host, registration):
     with db.atomic():
         reason = registration.unavailable_reason
         BrowserHost.update(address=address, capacity=registration.capacity, headful=registration.headful,
-                           unavailable_reason=reason and one_line(reason),
+                           unavailable_reason=one_line(reason) if reason else None,  # "": it can start them
                            started_at=now, heartbeat_at=now).where(BrowserHost.id == host.id).execute()
         for session in BrowserSession.active().where(BrowserSession.host == host.id):
             _end_here(session, ENDED_BY_HOST_RESTART)
@@ -71,7 +71,7 @@ def heartbeat(host, running, active):
         if current[session_id].is_active:
             lifecycle.touch(current[session_id])
     return HeartbeatAnswer(stop=sorted(set(running) - set(current)),
-                           categories={session_id: drivers.categories(session).model_dump(mode="json")
+                           categories={session_id: drivers.categories(session)
                                        for session_id, session in current.items() if session.is_active}).to_dict()
 
 

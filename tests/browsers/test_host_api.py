@@ -300,6 +300,13 @@ def test_text_no_column_holds_is_stored_replaced_not_a_500(app, client, add_host
         assert BrowserHost.get(BrowserHost.name == "h1").unavailable_reason == "no \ufffd here ]52;c;aGk=  h2 live x"
 
 
+def test_an_empty_unavailable_reason_is_none_as_before(app, add_host):
+    _, post = add_host("h1")
+    assert post(REGISTER, dict(REGISTRATION, unavailable_reason="")).status_code == 200
+    with app.app_context(), db.connection_context():
+        assert BrowserHost.get(BrowserHost.name == "h1").unavailable_reason is None
+
+
 def test_ids_that_are_no_sessions_are_refused_not_a_500(app, add_host):
     _, post = add_host("h1")
     assert post(HEARTBEAT, {"sessions": ["\ud800"], "active": []}).status_code == 400
