@@ -65,13 +65,14 @@ def _computer_failed(error):
         return bad_request(error.public_message)
     if error.status in (404, 501):
         return ApiError(error.status, error.code or "not_found", error.public_message)
-    if error.malformed:  # they ran
-        return ApiError(502, "computer_action_failed", "The browser host answered without the actions' results.",
-                        headers=NO_RETRY)
     message = f"The browser could not do it: {error.public_message.rstrip('.')}"
+    if error.malformed:  # they ran
+        message = "The browser host answered without the actions' results."
     actions = error.request.actions if error.request is not None else ()
     if not error.reached or all(action["type"] in READ_ONLY for action in actions):
         return ApiError(502, "computer_action_failed", message, headers=_retry_after())
+    if error.malformed:
+        return ApiError(502, "computer_action_failed", message, headers=NO_RETRY)
     return ApiError(502, "computer_action_failed", f"{message}. Some actions may have run: look at the screen "
                     "before sending them again.", headers=NO_RETRY)
 

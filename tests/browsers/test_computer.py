@@ -121,11 +121,19 @@ def test_actions_that_may_have_run_are_a_502_the_sdks_do_not_send_again(client, 
     assert "may have run" in response.get_json()["message"]
 
 
+def test_a_click_answered_without_its_results_ran_and_is_not_sent_again(client, on_fake_host):
+    session_id = on_fake_host(ComputerHost((200, {"position": [1, 1]})))
+    response = client.post(f"/browsers/{session_id}/computer/click_mouse", json={"x": 1, "y": 1})
+    assert response.status_code == 502 and response.headers["x-should-retry"] == "false"
+    assert response.get_json()["message"] == "The browser host answered without the actions' results."
+
+
 @pytest.mark.parametrize("host, call", [
     (lambda: None, CLICK), (lambda: None, TWO_ACTIONS), (lambda: ComputerHost(delay=1.5), ("screenshot", {})),
     (lambda: ComputerHost(delay=1.5), ("get_mouse_position", None)),
+    (lambda: ComputerHost((200, {"position": [1, 1]})), ("get_mouse_position", None)),
 ], ids=["a click to a host that is gone", "a batch to a host that is gone", "a screenshot timed out",
-        "a read of the mouse timed out"])
+        "a read of the mouse timed out", "a read of the mouse answered wrongly"])
 def test_actions_that_did_nothing_or_only_read_are_a_502_worth_sending_again(app, client, on_fake_host, monkeypatch,
                                                                             host, call):
     monkeypatch.setattr(computer, "ACTION_SECONDS", 0.3)
