@@ -21,6 +21,7 @@ from app.core.ids import new_id
 from app.orgs.models import Project
 from app.orgs.resources import active_resource_counter
 from app.profiles.models import Profile
+from lantern_wire import control
 from lantern_wire.hosts import (
     ENDED_BY_BROWSER_EXIT,
     ENDED_BY_HOST_RESTART,
@@ -29,7 +30,7 @@ from lantern_wire.hosts import (
 )
 
 # The viewport of a session created without one: what its record shows and what its pages measure.
-DEFAULT_VIEWPORT = {"width": 1920, "height": 1080, "refresh_rate": 25}
+DEFAULT_VIEWPORT = control.DEFAULT_VIEWPORT.model_dump()
 # Why a session ended: the record's end_reason (a Lantern field beside deleted_at).
 ENDED_BY_REQUEST, ENDED_BY_TIMEOUT = "deleted", "timeout"
 # ...its browser host stopped heart-beating (or its credential was revoked); its browser failed to start;

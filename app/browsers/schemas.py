@@ -17,11 +17,12 @@ from app.core.settings import settings
 from app.core.timewindow import TimePoint
 from app.invocations.schemas import LogLineSchema
 from app.profiles.schemas import ProfileSchema
+from lantern_wire import control
 from lantern_wire.telemetry import CATEGORIES, CDP_METHODS, InvalidEvent, validate_event
 
 REGIONS = ["us-east", "us-west", "eu-west", "ap-southeast"]
-HEADLESS_MEMORY = ["1GiB", "2GiB", "4GiB"]
-HEADFUL_MEMORY = ["8GiB", "16GiB"]
+HEADLESS_MEMORY = list(control.HEADLESS_MEMORY)
+HEADFUL_MEMORY = list(control.HEADFUL_MEMORY)
 RECORD_MEMORY = ["1GiB", "2GiB", "4GiB", "6GiB", "8GiB", "12GiB", "16GiB"]
 VIDEO_MEMORY = ["2GiB", "4GiB"]
 # Categories a session's telemetry config can switch; `monitor` always flows with the others.

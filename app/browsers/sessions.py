@@ -27,6 +27,7 @@ from app.orgs.models import Organization, Project
 from app.orgs.usage import concurrency_limit_error, first_cap_reached, usage_counter
 from app.profiles.models import Profile
 from app.profiles.schemas import profile_record
+from lantern_wire import control
 
 # Telemetry categories on when telemetry is enabled and the config does not say (contract 6.8.2).
 DEFAULT_ON = {"control", "connection", "system", "captcha"}
@@ -76,7 +77,7 @@ def create(project, args):
         id=new_id(), project=project.id, name=args.get("name"), invocation_id=args.get("invocation_id"),
         profile=profile, profile_save_changes=bool(args.get("profile", {}).get("save_changes")),
         headless=args["headless"], stealth=args["stealth"], region=args["region"],
-        memory=args.get("memory") or ("1GiB" if args["headless"] else "8GiB"),
+        memory=args.get("memory") or control.default_memory(args["headless"]),
         timeout_seconds=args["timeout_seconds"], settings=json.dumps(settings),
         telemetry_enabled=settings["telemetry"].get("enabled", False),
         driver=app_settings().browser_driver, cdp_ws_url="", webdriver_ws_url="",
