@@ -64,15 +64,12 @@ HEADFUL_MEMORY = ("8GiB", "16GiB")
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a content hash in lower-case hex, as blobs and archives are named
 Sha256 = Annotated[str, StringConstraints(strict=True, pattern=f"^{SHA256.pattern}$")]
-CategoryName = Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+# Lower-case words joined by "_": a refusal's code, a telemetry category's name.
+Code = Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
 
 
 class Shape(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def to_json(self):
-        """The body as JSON bytes (what the other side's model_validate_json reads)."""
-        return self.model_dump_json().encode()
 
 
 class Answer(Shape):
@@ -137,7 +134,7 @@ class Categories(Shape):
     """The telemetry categories a session's capture produces, at the app's revision of them."""
 
     revision: int = Field(default=0, ge=0)
-    names: frozenset[CategoryName] = frozenset()
+    names: frozenset[Code] = frozenset()
 
     @field_serializer("names")
     def _sorted(self, names):
@@ -249,7 +246,7 @@ class HostRefusal(Shape):
     """What a host answers when it does not do what was asked (with a 4xx or 5xx)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)  # a failed computer action adds its index
-    code: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+    code: Code
     message: str
 
 

@@ -12,7 +12,6 @@ computer actions or a recording's start are not idempotent. A start goes on a co
 machine gone silent fails it at connecting (HostError.reached False: the start moves) rather than after its deadline.
 """
 import json
-import re
 import time
 from dataclasses import dataclass
 
@@ -28,7 +27,6 @@ from lantern_wire.hosts import control_url
 
 # What a streamed answer (HostClient.stream) is read by: all a worker holds of it at once.
 STREAM_CHUNK = 256 * 1024
-HOST_CODE = re.compile(r"[a-z_]{1,64}")
 MAX_MESSAGE = 1000
 # A host machine that is off answers no connection at all: a call gives up on it after this, whatever its own
 # timeout (a start may take BROWSER_HOST_START_SECONDS once connected).
@@ -292,12 +290,11 @@ def _read_bounded(host, response):
 
 def _refusal(status, answer):
     """The HostError of an answer of HTTP `status` >= 400 (`answer`: its JSON, or anything else)."""
-    refusal = answer if isinstance(answer, dict) else {}
-    message, code = refusal.get("message"), refusal.get("code")
-    if not (isinstance(code, str) and HOST_CODE.fullmatch(code)):
-        code = None  # not a host's answer: a client is told its status alone (HostError.public_message)
-    message = message[:MAX_MESSAGE] if isinstance(message, str) and message else f"HTTP {status}"
-    return HostError(message, status, code)
+    try:
+        refusal = control.HostRefusal.model_validate(answer)
+    except ValidationError:  # not a host's answer: a client is told its status alone (HostError.public_message)
+        return HostError(f"HTTP {status}", status)
+    return HostError(refusal.message[:MAX_MESSAGE] or f"HTTP {status}", status, refusal.code)
 
 
 class StreamedAnswer:
