@@ -23,6 +23,7 @@ one computer do: a file Chromium downloads is there for the next process, which 
 """
 import glob
 import json
+import logging
 import os
 import selectors
 import subprocess
@@ -31,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from browserhost.cgroups import KILL_SECONDS
+
+logger = logging.getLogger(__name__)
 
 INSIDE_HOME = "/home/session"
 INSIDE_RUN = "/run/lantern"
@@ -108,7 +111,11 @@ class Machine:
         if not init:
             raise OSError("the session's namespaces were not made")
         user = os.open(f"/proc/{init}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        pid = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            pid = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except BaseException:
+            os.close(user)  # stop() closes only what was kept in self.namespaces
+            raise
         self.namespaces = (user, pid)
         self.cgroup.kept.update({self.holder.pid, init, *_children(init, HOLDER_SECONDS)})
 
@@ -217,6 +224,20 @@ def unmount_all(root):
             result = subprocess.run(["umount", str(path)], capture_output=True, timeout=10, check=False)
             if result.returncode != 0:
                 subprocess.run(["umount", "--lazy", str(path)], capture_output=True, timeout=10, check=False)
+
+
+def every_step(what, *steps):
+    """Each of `steps` (callables) run, whichever fails: a tear-down that stopped at a failing step would leave the
+    rest (a namespace's mounts, a cgroup) for ever. Failures are logged; the first is raised once all ran."""
+    first = None
+    for step in steps:
+        try:
+            step()
+        except Exception as error:  # noqa: BLE001 - raised below, after the other steps
+            logger.warning("%s: a step failed (%s: %s); the others go on", what, type(error).__name__, error)
+            first = first or error
+    if first is not None:
+        raise first
 
 
 def read_with_deadline(fd, seconds):

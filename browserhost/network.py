@@ -45,33 +45,34 @@ class Network:
         self._in_netns(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
         self._in_netns(["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])  # the resolver's port
         self._in_netns(["nft", "-f", "-"], stdin=firewall(self.policy, self.allowed_hosts, host_addresses()))
-        ready_read, ready_write = os.pipe()
-        exit_read, self.slirp_exit = os.pipe()
         # Without listed loopback ports, slirp4netns' gateway does not lead to the host's loopback at all
         # (the firewall refuses it either way).
         loopback = [] if (reaches_loopback(self.policy, self.allowed_hosts)
                           or resolver.reaches_loopback(self.policy.dns_servers)) else ["--disable-host-loopback"]
-        # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
-        # namespace of its own with /etc and /run read-only (SLIRP_VIEW's), drops every capability but binding
-        # low ports, and its seccomp filter leaves it the few system calls a network stack needs. In the
-        # session's cgroup: the CPU and memory its packets take are the session's.
         procs = self.cgroup.procs_files()
-        netns = os.open(f"/var/run/netns/{self.name}", os.O_RDONLY)
-        try:
-            with open(self.log_folder / "slirp4netns.log", "ab") as out:
-                self.slirp = subprocess.Popen(
-                    ["/bin/sh", "-c", JOIN_CGROUP, "join", "0", str(len(procs)), *procs,
-                     "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
-                     "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox", "--enable-seccomp",
-                     f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", "--netns-type=path",
-                     f"/proc/self/fd/{netns}", "tap0"],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    pass_fds=(ready_write, exit_read, netns), start_new_session=True)
-        finally:
-            os.close(netns)
-            os.close(ready_write)
-            os.close(exit_read)
-        try:
+        ready_read, ready_write = os.pipe()
+        exit_read = netns = None
+        try:  # every descriptor closed whatever fails on the way (a pipe, the namespace's open, Popen)
+            try:
+                exit_read, self.slirp_exit = os.pipe()
+                netns = os.open(f"/var/run/netns/{self.name}", os.O_RDONLY)
+                # It must start as root to enter the namespace the host made; its own sandbox then gives it a mount
+                # namespace of its own with /etc and /run read-only (SLIRP_VIEW's), drops every capability but
+                # binding low ports, and its seccomp filter leaves it the few system calls a network stack needs.
+                # In the session's cgroup: the CPU and memory its packets take are the session's.
+                with open(self.log_folder / "slirp4netns.log", "ab") as out:
+                    self.slirp = subprocess.Popen(
+                        ["/bin/sh", "-c", JOIN_CGROUP, "join", "0", str(len(procs)), *procs,
+                         "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", SLIRP_VIEW, "view",
+                         "slirp4netns", "--configure", "--mtu=65520", *loopback, "--enable-sandbox",
+                         "--enable-seccomp", f"--ready-fd={ready_write}", f"--exit-fd={exit_read}",
+                         "--netns-type=path", f"/proc/self/fd/{netns}", "tap0"],
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                        pass_fds=(ready_write, exit_read, netns), start_new_session=True)
+            finally:
+                for fd in (netns, ready_write, exit_read):
+                    if fd is not None:
+                        os.close(fd)
             ready = read_with_deadline(ready_read, 10.0)
         finally:
             os.close(ready_read)

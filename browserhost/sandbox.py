@@ -78,7 +78,7 @@ from urllib.parse import urlsplit
 
 from browserhost import resolver
 from browserhost.cgroups import KILL_SECONDS, Cgroup
-from browserhost.machine import ETC_GENERATED, INSIDE_HOME, INSIDE_RUN, Machine, end, spawn, unmount_all
+from browserhost.machine import ETC_GENERATED, INSIDE_HOME, INSIDE_RUN, Machine, end, every_step, spawn, unmount_all
 from browserhost.network import Network, SandboxError, closed_networks, remove_netns
 from browserhost.sandbox_policy import DEVTOOLS_PORT, RELAY
 from lantern_wire.devtools import DevTools
@@ -123,33 +123,38 @@ class Sandbox:
     # -- set-up and tear-down -----------------------------------------------------------------
 
     def create(self):
-        """Folders, cgroup, network namespace with its firewall and egress; SandboxError on failure
-        (what was made is removed again)."""
+        """Folders, cgroup, network namespace with its firewall and egress; SandboxError on failure. Whatever ends
+        it part-way (any error, a thread's exit), what was made is removed again."""
         try:
             self._make_folders()
             self.cgroup.create(self.memory_mb * 1024 * 1024, self.policy.pids_max, self.policy.cpus)
             self.network.make()
             self._start_resolver()
             self.machine.start(self.policy.ids())
-        except (OSError, subprocess.SubprocessError, ValueError, SandboxError, KeyError) as error:
-            self.destroy()
-            raise SandboxError(f"setting up the sandbox failed: {error}") from None
+        except BaseException as error:
+            try:
+                self.destroy()
+            except Exception:  # noqa: BLE001 - logged by destroy; the error that stopped the creation is the one
+                pass
+            if isinstance(error, (OSError, subprocess.SubprocessError, ValueError, SandboxError, KeyError)):
+                raise SandboxError(f"setting up the sandbox failed: {error}") from None
+            raise
         return self
 
     def destroy(self, grace=0.0):
-        """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go.
-        Idempotent; the workdir itself is the caller's to remove."""
-        self.cgroup.kill(grace, everything=True)
-        self.network.stop()
-        for process in (self._resolver, self._relay):
-            if process is not None:
-                end(process)
-        self._resolver = self._relay = None
-        self.machine.stop()
-        remove_netns(self.name)
-        self.cgroup.remove()
-        self.machine.unmount()
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go. Each step
+        is tried even when one before it failed (logged); the first failure is raised at the end. Idempotent; the
+        workdir itself is the caller's to remove."""
+        every_step(f"removing sandbox {self.name}", lambda: self.cgroup.kill(grace, everything=True),
+                   self.network.stop, lambda: self._end_helper("_resolver"), lambda: self._end_helper("_relay"),
+                   self.machine.stop, lambda: remove_netns(self.name), self.cgroup.remove, self.machine.unmount,
+                   lambda: shutil.rmtree(self.root, ignore_errors=True))
+
+    def _end_helper(self, name):
+        process = getattr(self, name)
+        setattr(self, name, None)
+        if process is not None:
+            end(process)
 
     def _make_folders(self):
         uid, gid = self.policy.ids()
@@ -334,14 +339,13 @@ def sandbox_name(workdir):
 
 def remove_leftovers(workdir, policy_root):
     """What a sandbox of `workdir` left when its host was killed: its processes, cgroup, namespace and
-    folder. True if there was anything."""
+    folder (each step tried, the first failure raised at the end). True if there was anything."""
     name = sandbox_name(workdir)
     cgroup = Cgroup(name)
     folder = Path(policy_root) / name
     found = cgroup.exists() or os.path.exists(f"/var/run/netns/{name}") or folder.exists()
-    cgroup.kill(0, everything=True)
-    cgroup.remove()
-    remove_netns(name)
-    unmount_all(folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    every_step(f"removing what sandbox {name} left", lambda: cgroup.kill(0, everything=True), cgroup.remove,
+               lambda: remove_netns(name), lambda: unmount_all(folder),
+               lambda: shutil.rmtree(folder, ignore_errors=True))
     return found
+
