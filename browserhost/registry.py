@@ -38,6 +38,9 @@ class Hosted:
     start_deadline: float = 0.0  # time.monotonic() past which its start gives up (the machine is too busy)
     stopping: bool = False
     out_of_memory: bool = False  # its sandbox's OOM kill was reported; it is being ended
+    # Why it ends, when that was said (an OOM kill, the host's stop) while it started (again): the start or restart
+    # that then tears it down tells the app (Registry.end).
+    end_reason: str | None = None
     capture: Capture | None = None
     log_tail: LogTail | None = None
     categories: frozenset = frozenset()  # what its capture produces: the app says (start, PUT, heartbeat)
@@ -136,23 +139,30 @@ class Registry:
             time.sleep(0.05)
         with self.lock:
             hosted = self.hosted.get(session_id)
-            if hosted is None or hosted.stopping:
+            if hosted is None:
+                return None
+            if hosted.starting or hosted.restarting:  # its start ends it, and says why (Registry.end)
+                hosted.end_reason = hosted.end_reason or reason
+                hosted.stopping = True
+                return None
+            if hosted.stopping:
                 return None
             hosted.stopping = True
-            if hosted.starting or hosted.restarting:
-                return None
         try:
             return self.teardown(hosted, save)
         finally:  # even when the teardown failed: the browser is gone or going, so is the session
             if reason:
                 self.reports.ended(session_id, reason)
 
-    def end(self, hosted, reason=ENDED_BY_BROWSER_EXIT):
-        """Tear down a browser this caller has marked stopping (a start or restart that failed), the app told why."""
+    def end(self, hosted, reason=None):
+        """Tear down a browser whose start or restart failed or was stopped meanwhile; the app is told why it ended
+        (the reason a stop gave meanwhile, else `reason`; neither: a start the app hears of in its answer)."""
+        reason = hosted.end_reason or reason
         try:
             self.teardown(hosted, save=False)
         finally:
-            self.reports.ended(hosted.session_id, reason)
+            if reason:
+                self.reports.ended(hosted.session_id, reason)
 
     def stop_chromium(self, hosted, *, save=False):
         """Its capture stopped first (what it caught so far goes in), its state read when `save`, then Chromium and its
@@ -179,13 +189,17 @@ class Registry:
                 hosted.log_tail.stop()
             return self.stop_chromium(hosted, save=save)
         finally:
+            box_left = False
             if hosted.box is not None:  # None: the start failed before its box was made
                 try:
                     hosted.box.destroy()
                 except Exception:  # noqa: BLE001 - the session must leave this host all the same
-                    logger.exception("removing the sandbox of session %s failed (a restart removes what is left)",
-                                     hosted.session_id)
-            remove(hosted.workdir)
+                    box_left = True
+                    logger.exception("removing the sandbox of session %s failed: its folder %s is kept, so that "
+                                     "the host's next start removes what is left (launch.kill_leftovers)",
+                                     hosted.session_id, hosted.workdir)
+            if not box_left:  # the folder names the sandbox's leftovers (and holds an unsandboxed one's pgids)
+                remove(hosted.workdir)
             with self.lock:
                 self.hosted.pop(hosted.session_id, None)
             self.reports.forget(hosted.session_id)  # its capture, which numbered its reports, has stopped

@@ -11,6 +11,7 @@ from browserhost.cdp import CdpClient, CdpError
 from browserhost.registry import NOT_HERE
 from browserhost.starts import start_failure, time_left
 from lantern_wire import control
+from lantern_wire.hosts import ENDED_BY_BROWSER_EXIT
 
 logger = logging.getLogger(__name__)
 # How long a restart (a new viewport) may take to read the browser's tabs and storage.
@@ -25,8 +26,9 @@ class RunningChanges:
     def computer(self, hosted, request: control.ComputerRequest):
         """(status, answer) for POST /sessions/{id}/computer; `request.resend`: the client sent the same call again
         after giving up waiting (computer.Screen.run answers it from the first)."""
-        if hosted.browser is None or hosted.stopping:
-            return 404, NOT_HERE
+        refused = _not_changeable(hosted)  # a browser starting (again) has no screen to act on yet: 409, retried
+        if refused:
+            return refused
         try:
             return 200, {"results": hosted.screen.run(request.actions, resend=request.resend)}
         except computer.ActionFailed as error:
@@ -90,7 +92,7 @@ class RunningChanges:
                 exited = not old.alive and not hosted.stopping
                 hosted.stopping = hosted.stopping or exited
             if exited:  # its watch saw it exit while restarting and left it: it is ours to end
-                registry.end(hosted)
+                registry.end(hosted, ENDED_BY_BROWSER_EXIT)
                 return 500, {"code": "browser_start_failed", "message": "The browser exited while its tabs were "
                              "read; the session has ended."}
             return 502, {"code": "browser_unreachable", "message": "The browser's tabs and storage could not be "
@@ -108,15 +110,15 @@ class RunningChanges:
             logger.exception("session %s: starting Chromium again failed", hosted.session_id)
             with registry.lock:
                 hosted.restarting, hosted.stopping = False, True
-            registry.end(hosted)
+            registry.end(hosted, ENDED_BY_BROWSER_EXIT)
             return 500, {"code": "browser_start_failed", "message": "The browser could not start again at the new "
                          f"size ({start_failure(error)}); the session has ended."}
         _sized(hosted, viewport)
         with registry.lock:
             hosted.restarting = False
             stopped_meanwhile = hosted.stopping
-        if stopped_meanwhile:  # its end came while it started again: it is ours to end
-            registry.teardown(hosted, save=False)
+        if stopped_meanwhile:  # its end came while it started again: it is ours to end, with the stop's reason
+            registry.end(hosted)
             return 404, {"code": "not_found", "message": "The session ended while its browser started again."}
         registry.watch_in_background(hosted)
         note(hosted, f"Chromium started again: pid {hosted.browser.pid}, viewport {viewport[0]}x{viewport[1]}")

@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from http.server import ThreadingHTTPServer
 
 from browserhost import host_folder, launch, sandbox_policy
@@ -47,6 +48,8 @@ CREDENTIAL_REFUSED = 4
 FOLDER_IN_USE = 5
 # How long a stopping host waits for the app to take what its browsers reported last.
 FINAL_REPORTS_SECONDS = 10
+# How long past a start's deadline a stopping host waits for it to tear down what it made.
+START_TEARDOWN_SECONDS = 15
 
 
 class BrowserHostServer:
@@ -145,6 +148,7 @@ class BrowserHostServer:
         try:
             for session_id in list(registry.hosted):
                 registry.stop_browser(session_id, save=False, reason=ENDED_BY_HOST_STOP)
+            self.wait_for_starts()
             if registry.name is not None and not self.exit_status:
                 self.reports.stop(FINAL_REPORTS_SECONDS)
                 self.client.post(STOPPED, {})
@@ -153,6 +157,20 @@ class BrowserHostServer:
         finally:
             self.httpd.shutdown()
             self.stopped.set()
+
+    def wait_for_starts(self):
+        """Starts and restarts under way (only marked by the stop) end what they made once their step returns, within
+        their start deadline: the host exits after that, or their sandboxes (namespace, cgroup, mounts) would stay."""
+        registry = self.registry
+        with registry.lock:
+            deadlines = [hosted.start_deadline for hosted in registry.hosted.values()]
+        until = max([time.monotonic(), *deadlines]) + START_TEARDOWN_SECONDS
+        while registry.hosted:  # each leaves it at the end of its teardown
+            if time.monotonic() > until:
+                logger.warning("stopping with %s session(s) still being torn down: the host's next start removes "
+                               "what they leave", len(registry.hosted))
+                return
+            time.sleep(0.05)
 
     def refuse_folder(self, in_use):
         """Another host runs on this host's folder: this one stops at once, touching nothing of it; its app is told

@@ -4,6 +4,7 @@ profile's state, the telemetry capture, the tail of Chromium's output and the st
 """
 import logging
 import re
+import shutil
 import time
 import zipfile
 from dataclasses import replace
@@ -82,7 +83,7 @@ class Starts:
                 logger.warning("session %s: %s", session_id, str(error).splitlines()[0])
             else:
                 logger.exception("starting the browser of session %s failed", session_id)  # the detail: this log only
-            self.registry.teardown(hosted, save=False)
+            self.registry.end(hosted)  # the app hears of it in this answer, and of a stop's reason meanwhile
             if busy:
                 return 503, {"code": "browser_host_busy", "message": f"The browser did not start within the start "
                              f"deadline ({start_seconds:g} s): browser host {self.registry.name} is too busy; retry "
@@ -91,8 +92,8 @@ class Starts:
         with self.registry.lock:
             hosted.starting = False
             stopped_meanwhile = hosted.stopping
-        if stopped_meanwhile:  # a stop came while it started (the worker gave up waiting): it is ours to end
-            self.registry.teardown(hosted, save=False)
+        if stopped_meanwhile:  # a stop came while it started (the worker gave up, the host stops): ours to end
+            self.registry.end(hosted)
             return 503, {"code": "browser_start_failed", "message": "The session was stopped while its browser "
                                                                     "started."}
         self.registry.watch_in_background(hosted)
@@ -118,9 +119,14 @@ class Starts:
 
     def _launch(self, hosted, request):
         spec = request.spec
+        # The box is the session's before anything of it is made: whatever cuts the start off, the teardown removes it.
+        hosted.box = box = (unsandboxed.HostBox(hosted.workdir) if self.policy is None else sandbox.Sandbox(
+            hosted.workdir, self.policy, memory_mb=spec.memory_mb, allowed_hosts=spec.allowed_hosts))
+        if hosted.workdir.exists():  # kept by a teardown whose box could not be removed: what is left goes first
+            box.destroy()
+            shutil.rmtree(hosted.workdir)
         hosted.workdir.mkdir(parents=True)
-        hosted.box = (unsandboxed.HostBox(hosted.workdir) if self.policy is None else sandbox.Sandbox(
-            hosted.workdir, self.policy, memory_mb=spec.memory_mb, allowed_hosts=spec.allowed_hosts)).create()
+        box.create()
         extension_dirs = [self._unpack(hosted.box.extensions / e.id, e) for e in spec.extensions]
         # start_url: loaded by the capture (_open_start_page)
         self.start_chromium(hosted, launch_options.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))

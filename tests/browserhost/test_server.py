@@ -131,6 +131,9 @@ class FailingSandbox:
         raise network.SandboxError(f"setting up the sandbox failed: [Errno 13] Permission denied: "
                                    f"'/var/lib/lantern/sandboxes/{self.workdir.name}/run'")
 
+    def destroy(self):
+        pass
+
 
 @pytest.mark.parametrize("failure, told", [
     ("sandbox", "The browser's sandbox could not be set up."),
@@ -288,3 +291,112 @@ def test_a_body_no_route_reads_is_dropped_a_chunk_at_a_time_and_the_connection_k
     received = raw_request(control_api.address, "POST /sessions HTTP/1.1\r\nHost: h\r\nContent-Length: 100")
     assert received.startswith(b"HTTP/1.1 401 ") and b"Connection: close" in received
     assert time.monotonic() - started < 4
+
+
+class RecordingBox:
+    """A session's box that records its destroy; its create fails as `failure` says (None: it does not)."""
+
+    sandboxed, memory_mb = True, 64
+
+    def __init__(self, failure=None, destroy_failure=None):
+        self.failure, self.destroy_failure, self.destroyed = failure, destroy_failure, 0
+
+    def __call__(self, workdir, *args, **kwargs):  # as sandbox.Sandbox is called
+        self.workdir = workdir
+        return self
+
+    def create(self):
+        if self.failure is not None:
+            raise self.failure
+        return self
+
+    def destroy(self):
+        self.destroyed += 1
+        if self.destroy_failure is not None:
+            raise self.destroy_failure
+
+
+def test_a_start_cut_off_while_its_box_is_made_still_has_the_box_destroyed(tmp_path, monkeypatch):
+    """#36 review: the box was the session's only once create() returned: an error create() did not clean up after
+    left the namespace, cgroup and mounts, with no box for the teardown to destroy."""
+    server = host_server(tmp_path, BROWSER_SANDBOX="on")
+    server.starts.binary = "/usr/lib/chromium/chromium"  # never run: the box fails first
+    box = RecordingBox(failure=RuntimeError("cut off"))
+    monkeypatch.setattr(sandbox, "Sandbox", box)
+    status, answer = server.starts.start_browser({"session_id": "s1", "headless": True})
+    assert status == 500 and box.destroyed == 1
+    assert "s1" not in server.registry.hosted and not (tmp_path / "sessions" / "s1").exists()
+
+
+def test_a_box_that_could_not_be_removed_keeps_the_folder_the_next_start_sweeps_it_by(tmp_path, monkeypatch):
+    """#36 review: the folder was removed all the same, so launch.kill_leftovers never found the sandbox again. A
+    start of the same session on this host removes what is left first."""
+    server = host_server(tmp_path, BROWSER_SANDBOX="on")
+    server.starts.binary = "/usr/lib/chromium/chromium"
+    box = RecordingBox(failure=network.SandboxError("no"), destroy_failure=OSError("ip netns delete timed out"))
+    monkeypatch.setattr(sandbox, "Sandbox", box)
+    assert server.starts.start_browser({"session_id": "s1", "headless": True})[0] == 500
+    assert "s1" not in server.registry.hosted and (tmp_path / "sessions" / "s1").is_dir()
+    assert [workdir.name for workdir in (tmp_path / "sessions").iterdir()] == ["s1"]  # what kill_leftovers walks
+
+    box.destroy_failure, box.destroyed = None, 0
+    assert server.starts.start_browser({"session_id": "s1", "headless": True})[0] == 500
+    assert box.destroyed == 2  # what was left, then the failed start's own
+    assert not (tmp_path / "sessions" / "s1").exists()
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["starting", "restarting"])
+def test_an_end_reason_given_while_the_browser_starts_is_told_once_its_start_ends_it(tmp_path, monkeypatch, restart):
+    """#36 review (from before): an OOM kill's or the host's stop's reason given while the session started (again)
+    was lost: its start tore it down and the app was told nothing."""
+    server = host_server(tmp_path)
+    server.starts.binary = "/usr/lib/chromium/chromium"
+    ended = []
+    monkeypatch.setattr(server.reports, "ended", lambda session_id, reason: ended.append((session_id, reason)))
+    hosted, _ = server.registry.admit("s1", start_deadline=time.monotonic() + 30)
+    hosted.starting, hosted.restarting = not restart, restart
+    hosted.start_deadline = time.monotonic() - 11  # a restart's stop waits for it no longer
+    assert server.registry.stop_browser("s1", save=False, reason="oom") is None
+    assert ended == [] and "s1" in server.registry.hosted
+    server.registry.end(hosted)  # what the start or restart does once it sees the stop
+    assert ended == [("s1", "oom")] and "s1" not in server.registry.hosted
+
+
+def test_computer_actions_during_a_restart_are_answered_409_browser_restarting(tmp_path):
+    """#36 review (from before): computer() checked only for no browser or a stop, so actions ran on a browser being
+    started again."""
+    server = host_server(tmp_path)
+    hosted, _ = server.registry.admit("s1", start_deadline=time.monotonic() + 30)
+    hosted.starting, hosted.restarting, hosted.browser = False, True, FakeBrowser()
+    request = control.ComputerRequest.model_validate({"actions": [{"type": "get_mouse_position"}]})
+    status, answer = server.running.computer(hosted, request)
+    assert status == 409 and answer["code"] == "browser_restarting"
+    hosted.stopping = True
+    assert server.running.computer(hosted, request)[0] == 404
+
+
+def test_a_stopping_host_waits_for_a_start_under_way_to_tear_down(tmp_path, monkeypatch):
+    """#36 review: shutdown() only marked starting sessions and stopped serving: the process exited before their
+    starts removed their sandboxes."""
+    server = host_server(tmp_path)
+    server.starts.binary = "/usr/lib/chromium/chromium"
+    launching, torn_down, browser = threading.Event(), [], FakeBrowser()
+
+    def slow_launch(hosted, body):
+        launching.set()
+        time.sleep(1.0)
+        hosted.browser = browser
+
+    monkeypatch.setattr(server.starts, "_launch", slow_launch)
+    monkeypatch.setattr(server.registry, "teardown", lambda hosted, save, real=server.registry.teardown: (
+        real(hosted, save), torn_down.append(hosted.session_id)))
+    ended = []
+    monkeypatch.setattr(server.reports, "ended", lambda session_id, reason: ended.append((session_id, reason)))
+    server.httpd = SimpleNamespace(shutdown=lambda: None)
+    starter = threading.Thread(target=server.starts.start_browser, args=({"session_id": "s1", "headless": True},))
+    starter.start()
+    assert launching.wait(10)
+    server.shutdown()
+    assert torn_down == ["s1"] and browser.stopped and server.stopped.is_set()
+    assert ended == [("s1", "host_stopped")]
+    starter.join(10)
