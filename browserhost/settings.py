@@ -11,10 +11,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PositiveInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PlainSerializer,
+    PositiveInt,
+)
 
 from browserhost import resolver, sandbox_policy
-from lantern_wire.settings_errors import SettingsError, validated  # noqa: F401 (tests name SettingsError here)
+from lantern_wire.settings_errors import validated
 
 PREFIX = "LANTERN_"
 
@@ -31,6 +40,17 @@ Networks = text_parsed_by(tuple[IPv4Network | IPv6Network, ...], sandbox_policy.
                           sandbox_policy.format_networks)
 DnsServers = text_parsed_by(tuple[tuple[IPv4Address | IPv6Address, int], ...], resolver.parse_servers,
                             resolver.format_servers)
+
+
+# A whole number whose 0, as before typed settings, means "none given": worked out from the machine's memory.
+ZeroIsUnset = Annotated[NonNegativeInt | None, AfterValidator(lambda value: value or None)]
+DEFAULT_HOST_DIR = Path("instance", "browser-host")
+SWITCH = {"on": "on", "true": "on", "1": "on", "off": "off", "false": "off", "0": "off"}
+
+
+def on_or_off(value):
+    """BROWSER_SANDBOX's words, in any case; anything else is left for the refusal to name."""
+    return SWITCH.get(value.strip().lower(), value) if isinstance(value, str) else value
 
 
 def http_url(value):
@@ -50,13 +70,13 @@ class HostSettings(BaseModel):
     # This host's credential, or a file holding it (mode 0600; the credential wins when both are set).
     browser_host_credential: str | None = None
     browser_host_credential_file: Path | None = None
-    # Most browsers at once (None: 80% of the machine's memory / BROWSER_HOST_MEMORY_PER_BROWSER_MB, as an
+    # Most browsers at once (None or 0: 80% of the machine's memory / BROWSER_HOST_MEMORY_PER_BROWSER_MB, as an
     # idle headless Chromium is ~380 MB PSS here).
-    browser_host_capacity: PositiveInt | None = None
+    browser_host_capacity: ZeroIsUnset = None
     browser_host_memory_per_browser_mb: PositiveInt = 512
-    # The browsers' folders (None: instance/browser-host under the working folder).
-    browser_host_dir: Annotated[Path, AfterValidator(Path.absolute), Field(validate_default=True)] = Path(
-        "instance", "browser-host")
+    # The browsers' folders (empty: instance/browser-host under the working folder).
+    browser_host_dir: Annotated[Path, BeforeValidator(lambda value: value or DEFAULT_HOST_DIR),
+                                AfterValidator(Path.absolute), Field(validate_default=True)] = DEFAULT_HOST_DIR
     # Chromium (None: Debian's /usr/lib/chromium/chromium).
     browser_chromium_path: str | None = None
     # Reports (telemetry, log lines) waiting for the app, at most: past it they are dropped and counted (the
@@ -71,8 +91,8 @@ class HostSettings(BaseModel):
     # Sandboxes (browserhost/sandbox.py; docs/browsers.md, "Isolation"). "on": each session's browser runs in
     # a sandbox of its own (own files, unprivileged user, network namespace, cgroup), and a host that cannot
     # make one starts no browser and says why; "off": browsers run as the host's user on its files and
-    # network, with a warning at the host's start.
-    browser_sandbox: Literal["on", "off"] = "on"
+    # network, with a warning at the host's start. true/false and 1/0 say the same, in any case.
+    browser_sandbox: Annotated[Literal["on", "off"], BeforeValidator(on_or_off)] = "on"
     # The unprivileged user sandboxes run as (a name or a uid); `make run` creates lantern-browser.
     browser_sandbox_user: Annotated[str, Field(min_length=1)] = "lantern-browser"
     # Where sandboxes keep their folders (home, DevTools socket): a path the sandbox user can walk, so not
@@ -93,10 +113,10 @@ class HostSettings(BaseModel):
     # The resolvers sessions' own dnsmasq asks ("192.0.2.53, 127.0.0.1#5353"; none: the machine's own, those of its
     # /etc/resolv.conf). Whatever they answer, a session never gets a private, loopback or link-local address.
     browser_dns_servers: DnsServers = ()
-    # What every sandbox of this machine may hold together, in MiB (None: 80% of the machine's memory). Each
+    # What every sandbox of this machine may hold together, in MiB (None or 0: 80% of the machine's memory). Each
     # session asks for its own cap, and they may add up past the machine: past this, the kernel ends a browser
     # (a session ends "oom"), not the app, its database or this host.
-    browser_sandboxes_memory_mb: PositiveInt | None = None
+    browser_sandboxes_memory_mb: ZeroIsUnset = None
 
 
 NAMES = {field.alias: name for name, field in HostSettings.model_fields.items()}  # APP_URL -> app_url

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from browserhost import settings as host_settings
+from lantern_wire.settings_errors import SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,11 +39,13 @@ def test_settings_round_trip_from_the_environment(tmp_path):
     ("BROWSER_HOST_CAPACITY", "many", "should be a valid integer"),
     ("BROWSER_SANDBOX_CPUS", "0", "should be greater than or equal to 0.01"),
     ("BROWSER_SANDBOX", "maybe", "should be 'on' or 'off'"),
+    ("BROWSER_SANDBOX", "", "should be 'on' or 'off'"),
+    ("BROWSER_HOST_CAPACITY", "-1", "should be greater than or equal to 0"),
     ("APP_URL", "10.0.0.5:8000", "should be a URL starting with http:// or https://"),
     ("BROWSER_DNS_SERVERS", "192.0.2.53#dns", "not a DNS server"),
 ])
 def test_a_wrong_setting_is_one_line_naming_it(name, value, takes):
-    with pytest.raises(host_settings.SettingsError) as refused:
+    with pytest.raises(SettingsError) as refused:
         host_settings.load({f"LANTERN_{name}": value})
     assert str(refused.value) == (f"The browser host cannot start: {name}={value!r} (from LANTERN_{name}): "
                                   + str(refused.value).split(": ", 2)[2])
@@ -50,7 +53,7 @@ def test_a_wrong_setting_is_one_line_naming_it(name, value, takes):
 
 
 def test_the_credential_is_never_repeated_in_the_error():
-    with pytest.raises(host_settings.SettingsError) as refused:
+    with pytest.raises(SettingsError) as refused:
         host_settings.load({"LANTERN_BROWSER_HOST_CREDENTIAL": "s3cret", "LANTERN_BROWSER_HOST_CAPACITY": "-1"},
                            BROWSER_HOST_CREDENTIAL=["s3cret"])
     assert "s3cret" not in str(refused.value) and "BROWSER_HOST_CREDENTIAL=(hidden)" in str(refused.value)
@@ -66,3 +69,22 @@ def test_python_m_browserhost_stops_with_the_line_and_no_traceback(tmp_path):
     assert done.stderr.splitlines() == ["The browser host cannot start: BROWSER_SANDBOX_PIDS='lots' (from "
                                         "LANTERN_BROWSER_SANDBOX_PIDS): should be a valid integer, unable to parse "
                                         "string as an integer"]
+
+
+def test_values_that_worked_before_typed_settings_keep_their_meaning(tmp_path, monkeypatch):
+    """#36 review: an empty LANTERN_BROWSER_HOST_DIR meant the default folder (it became the working folder), and 0
+    for BROWSER_HOST_CAPACITY (or --capacity 0) and BROWSER_SANDBOXES_MEMORY_MB meant "from the machine's memory"
+    (they were refused)."""
+    monkeypatch.chdir(tmp_path)
+    settings = host_settings.load({"LANTERN_BROWSER_HOST_DIR": "", "LANTERN_BROWSER_HOST_CAPACITY": "0",
+                                   "LANTERN_BROWSER_SANDBOXES_MEMORY_MB": "0"})
+    assert settings.browser_host_dir == tmp_path / "instance" / "browser-host"
+    assert settings.browser_host_capacity is None
+    assert settings.browser_sandboxes_memory_mb == host_settings.browsers_memory_mb() > 0
+    assert host_settings.load({}, BROWSER_HOST_CAPACITY=0).browser_host_capacity is None  # --capacity 0
+
+
+@pytest.mark.parametrize("value, meant", [("on", "on"), ("ON", "on"), ("True", "on"), ("1", "on"), (" off ", "off"),
+                                          ("OFF", "off"), ("false", "off"), ("0", "off")])
+def test_browser_sandbox_takes_on_off_true_false_1_0_in_any_case(value, meant):
+    assert host_settings.load({"LANTERN_BROWSER_SANDBOX": value}).browser_sandbox == meant
