@@ -41,6 +41,10 @@ logger = logging.getLogger(__name__)
 # says so; one that cannot, a heartbeat, is tried again at its next beat).
 PATIENCE_SECONDS = 5.0
 CONNECT_SECONDS = 5.0
+# The least an attempt gets once a call's patience is spent (a second try replaces a connection the app closed).
+MIN_ATTEMPT_SECONDS = 2.0
+# The reports' sender's patience: a batch's commit on a loaded app can take seconds, and the sender starts again.
+REPORTS_PATIENCE_SECONDS = 30.0
 CHUNK = 256 * 1024
 # Connections kept alive to the app: the reports' sender, the heartbeat, registration, uploads and downloads.
 POOL_SIZE = 8
@@ -62,6 +66,18 @@ class Patience(Retry):
 
     def is_exhausted(self):
         return super().is_exhausted() or (len(self.history) > 1 and time.monotonic() >= self.deadline)
+
+
+class AttemptTimeout(urllib3.Timeout):
+    """Each attempt's timeouts (urllib3 clones it per attempt) held to what is left of the call's patience (`total`):
+    a call against a hung app ends about `patience` after it began, not after two whole read timeouts."""
+
+    def __init__(self, *, connect, read, deadline):
+        super().__init__(connect=connect, read=read, total=max(deadline - time.monotonic(), MIN_ATTEMPT_SECONDS))
+        self.connect_seconds, self.read_seconds, self.deadline = connect, read, deadline
+
+    def clone(self):
+        return AttemptTimeout(connect=self.connect_seconds, read=self.read_seconds, deadline=self.deadline)
 
 
 # Any method (each may be repeated), every 5xx; no redirect followed; a Retry-After is not waited for (a deadline is).
@@ -91,10 +107,11 @@ class AppClient:
         self._base = parts.path
         self.credential = credential
         self.patience, self.retry = patience, retry
+        self.connect_seconds, self.read_seconds = min(CONNECT_SECONDS, timeout), timeout
         self._headers = {"Authorization": f"Bearer {credential}"}
         self._pool = urllib3.connection_from_url(
             app_url, maxsize=POOL_SIZE, block=False, retries=retry, blocksize=CHUNK,
-            timeout=urllib3.Timeout(connect=min(CONNECT_SECONDS, timeout), read=timeout))
+            timeout=urllib3.Timeout(connect=self.connect_seconds, read=timeout))
 
     def post(self, path, body, *, patience=None):
         """The app's JSON answer to `body` (JSON-ready: a lantern_wire.reports shape's to_dict()); AppUnreachable
@@ -110,7 +127,9 @@ class AppClient:
 
     def download(self, path, into, *, patience=None, limit=None):
         """Stream the body of GET `path` into the open binary file `into`, a chunk at a time; the bytes written.
-        More than `limit` bytes: ValueError. A download cut short is AppUnreachable (the caller starts it again)."""
+        More than `limit` bytes: ValueError. A download cut short, or still going after `patience`, is AppUnreachable
+        (the caller starts it again)."""
+        deadline = time.monotonic() + (self.patience if patience is None else patience)
         response = self._request("GET", path, None, None, patience, preload=False)
         try:
             if response.status >= 300:
@@ -122,6 +141,8 @@ class AppClient:
                 if limit is not None and written > limit:
                     raise ValueError(f"{path} is larger than {limit} bytes")
                 into.write(chunk)
+                if time.monotonic() > deadline:
+                    raise AppUnreachable(f"{path}: {written} bytes in {patience} s, not all of it")
             return written
         except (HTTPError, OSError) as error:
             raise AppUnreachable(f"{type(error).__name__}: {error}") from None
@@ -134,10 +155,12 @@ class AppClient:
             headers["Content-Type"] = content_type
         if length is not None:
             headers["Content-Length"] = str(length)
-        retries = self.retry.new(deadline=time.monotonic() + (self.patience if patience is None else patience))
+        deadline = time.monotonic() + (self.patience if patience is None else patience)
+        retries = self.retry.new(deadline=deadline)
+        timeout = AttemptTimeout(connect=self.connect_seconds, read=self.read_seconds, deadline=deadline)
         try:
             return self._pool.urlopen(method, self._base + path, body=body, headers=headers, retries=retries,
-                                      redirect=False, preload_content=preload)
+                                      timeout=timeout, redirect=False, preload_content=preload)
         except HTTPError as error:  # MaxRetryError names what failed last
             reason = getattr(error, "reason", None) or error
             raise AppUnreachable(f"{type(reason).__name__}: {reason}") from None
@@ -286,7 +309,8 @@ class Reports:
                     taken.append(item)
                     size += item[2]
             try:  # the client waits and tries again (RETRY); past its patience, this loop starts it again
-                answer = self._client.post(REPORTS, {"reports": [report for _, report, _ in taken]})
+                answer = self._client.post(REPORTS, {"reports": [report for _, report, _ in taken]},
+                                           patience=REPORTS_PATIENCE_SECONDS)
             except AppUnreachable as error:
                 if away_since is None:  # once per outage
                     away_since = time.monotonic()

@@ -65,7 +65,7 @@ class FakeApp:
         self.name = name
         self.posts = []
 
-    def post(self, path, body):
+    def post(self, path, body, patience=None):
         self.posts.append((path, body))
         if path == REGISTER:
             return {"name": self.name, "heartbeat_seconds": 2}

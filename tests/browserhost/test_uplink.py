@@ -1,9 +1,12 @@
 """The host's reports to the app (browserhost/uplink.py), against a stand-in for the app: in order, each batch
 numbered, kept until answered through an outage, bounded, and stopped when the app refuses the host."""
+import socket
 import threading
+import time
 
 import pytest
 
+from browserhost import uplink
 from browserhost.uplink import AppClient, AppUnreachable, Refused, Reports
 from lantern_wire.hosts import MAX_REPORT_ITEMS, REPORTS
 from lantern_wire.reports import ReportsRequest
@@ -24,7 +27,7 @@ class FlakyApp:
         self.applied = []  # (session, kind, batch or None, payload) in the order applied
         self._seen = set()
 
-    def post(self, path, body):
+    def post(self, path, body, patience=None):
         assert path == REPORTS
         self.requests += 1
         if self.refuse:
@@ -93,7 +96,7 @@ def test_the_lost_count_rides_on_the_sessions_next_telemetry_report():
     seen = []
 
     class Recording(FlakyApp):
-        def post(self, path, body):
+        def post(self, path, body, patience=None):
             seen.extend(body["reports"])
             return super().post(path, body)
 
@@ -111,7 +114,7 @@ def test_the_lost_count_rides_on_the_sessions_next_telemetry_report():
 
 def test_a_request_too_large_for_the_app_goes_again_in_halves():
     class Small(FlakyApp):
-        def post(self, path, body):
+        def post(self, path, body, patience=None):
             if sum(len(report.get("events", ())) for report in body["reports"]) > 3:
                 raise Refused(413, "Request Entity Too Large")
             return super().post(path, body)
@@ -131,7 +134,7 @@ def test_a_full_request_is_one_the_app_takes():
     sizes = []
 
     class Counting(FlakyApp):
-        def post(self, path, body):
+        def post(self, path, body, patience=None):
             sizes.append(ReportsRequest(reports=body["reports"]).items())
             return super().post(path, body)
 
@@ -239,7 +242,7 @@ def test_a_session_that_left_the_host_is_forgotten():
     seen = []
 
     class Recording(FlakyApp):
-        def post(self, path, body):
+        def post(self, path, body, patience=None):
             seen.extend(body["reports"])
             return super().post(path, body)
 
@@ -253,3 +256,20 @@ def test_a_session_that_left_the_host_is_forgotten():
     assert reports.flush(5)
     assert [(report["batch"], report.get("lost")) for report in seen] == [(1, None), (1, None)]
     reports.stop()
+
+
+def test_a_call_to_an_app_that_never_answers_ends_about_its_patience_after_it_began():
+    """#36 review: each attempt kept the client's 30 s read timeout and two were allowed, so a heartbeat or a
+    registration against a hung app took about 60 s (before #36: one 30 s attempt)."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)  # connections are made (the kernel's backlog) and never answered
+    client = AppClient(f"http://127.0.0.1:{hung.getsockname()[1]}", "lbh_test", patience=1.0)
+    try:
+        began = time.monotonic()
+        with pytest.raises(AppUnreachable):
+            client.post(REPORTS, {"reports": []})
+        assert time.monotonic() - began < 1.0 + uplink.MIN_ATTEMPT_SECONDS + 2.0
+    finally:
+        client.close()
+        hung.close()
