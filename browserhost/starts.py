@@ -127,7 +127,7 @@ class Starts:
             shutil.rmtree(hosted.workdir)
         hosted.workdir.mkdir(parents=True)
         box.create()
-        extension_dirs = [self._unpack(hosted.box.extensions / e.id, e) for e in spec.extensions]
+        extension_dirs = [self._unpack(hosted, hosted.box.extensions / e.id, e) for e in spec.extensions]
         # start_url: loaded by the capture (_open_start_page)
         self.start_chromium(hosted, launch_options.LaunchOptions.from_spec(spec, extension_dirs=extension_dirs))
         state = request.profile_state
@@ -188,12 +188,12 @@ class Starts:
         self.registry.note(hosted, "the start page was opened without the telemetry capture, which could not open "
                                    "it: its first events may be missing", level=logging.WARNING)
 
-    def _unpack(self, folder, extension):
+    def _unpack(self, hosted, folder, extension):
         """An extension's archive (validated at upload; from the cache, fetched once) into `folder`, its manifest's
         folder returned; ExtensionUnavailable when the app did not give it."""
-        try:
-            archive_file = self.extensions.open(extension.sha256)
-        except (AppUnreachable, Refused, ArchiveMismatch, ValueError) as error:
+        try:  # within the start's deadline; whatever the cache fails with, the tenant is told in its words
+            archive_file = self.extensions.open(extension.sha256, patience=time_left(hosted, "fetching extensions"))
+        except (AppUnreachable, Refused, ArchiveMismatch, ValueError, OSError) as error:
             raise ExtensionUnavailable(extension.id, error) from error
         with archive_file, zipfile.ZipFile(archive_file) as archive:
             for entry in archive.infolist():

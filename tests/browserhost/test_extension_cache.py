@@ -1,11 +1,15 @@
 """A host's extension archives (browserhost/extension_cache.py): fetched from the app once by hash, streamed to
 disk and checked, kept up to a size with the least recently used going first."""
 import hashlib
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
+from browserhost import extension_cache
 from browserhost.extension_cache import ArchiveMismatch, ExtensionCache
-from browserhost.uplink import AppClient, Refused
+from browserhost.uplink import AppClient, AppUnreachable, Refused
 from lantern_wire.reports import EXTENSIONS
 from tests.fakes import LocalServer
 
@@ -88,3 +92,70 @@ def test_an_archive_the_app_will_not_give_is_refused_and_a_name_that_is_no_hash_
     with pytest.raises(ValueError):
         extensions.open("../../etc/passwd")
     assert app.fetched == ["0" * 64] and list((tmp_path / "extensions").iterdir()) == []
+
+
+def test_an_archive_fetched_is_opened_before_another_starts_fetch_can_evict_it(tmp_path, app, monkeypatch):
+    """#36 review: between a fetch keeping an archive and opening it, another start's open(B) ran _evict(keep=B) and
+    removed it: that start failed with FileNotFoundError."""
+    extensions = cache(tmp_path, app, max_bytes=1500)  # room for one
+    opened_between = []
+
+    class Logger:
+        def info(self, *args):  # as A's fetch ends: another start asks for B
+            if not opened_between:
+                opened_between.append(True)
+                extensions.open(DIGESTS["b"]).close()
+
+    monkeypatch.setattr(extension_cache, "logger", Logger())
+    with extensions.open(DIGESTS["a"]) as archive:
+        assert archive.read() == ARCHIVES["a"]
+    assert opened_between and extensions._fetching == {}  # no lock kept per hash once nobody asks
+
+
+def test_a_start_waits_for_another_starts_fetch_of_the_same_archive_no_longer_than_its_patience(tmp_path, app,
+                                                                                              monkeypatch):
+    extensions = cache(tmp_path, app)
+    fetching, release = threading.Event(), threading.Event()
+    download = extensions.client.download
+
+    def slow_download(*args, **kwargs):
+        fetching.set()
+        assert release.wait(10)
+        return download(*args, **kwargs)
+
+    monkeypatch.setattr(extensions.client, "download", slow_download)
+    first = threading.Thread(target=lambda: extensions.open(DIGESTS["a"], patience=10).close())
+    first.start()
+    try:
+        assert fetching.wait(10)
+        began = time.monotonic()
+        with pytest.raises(AppUnreachable):
+            extensions.open(DIGESTS["a"], patience=0.3)
+        assert time.monotonic() - began < 2
+    finally:
+        release.set()
+        first.join(10)
+    assert app.fetched == [DIGESTS["a"]]
+
+
+def test_a_stray_folder_in_the_cache_does_not_stop_the_host(tmp_path, app):
+    stray = tmp_path / "extensions" / "lost+found"
+    (stray / "inside").mkdir(parents=True)
+    (tmp_path / "extensions" / "x.part").write_bytes(b"cut short")
+    cache(tmp_path, app)
+    assert list((tmp_path / "extensions").iterdir()) == []
+
+
+def test_any_failure_of_the_cache_is_told_to_the_tenant_in_its_words(tmp_path, monkeypatch):
+    """#36 review: a FileNotFoundError (an archive gone) was a start failure whose words were the host's."""
+    from browserhost import starts
+    from tests.browserhost.helpers import host_server
+
+    server = host_server(tmp_path)
+    server.starts.extensions = SimpleNamespace(open=lambda sha256, patience: (_ for _ in ()).throw(
+        FileNotFoundError(f"{tmp_path}/extensions/{sha256}")))
+    hosted = SimpleNamespace(start_deadline=time.monotonic() + 30)
+    with pytest.raises(starts.ExtensionUnavailable) as unavailable:
+        server.starts._unpack(hosted, tmp_path / "e1", SimpleNamespace(id="e1", sha256="0" * 64))
+    assert starts.start_failure(unavailable.value) == ("The browser host could not fetch extension e1 from the API; "
+                                                       "retry later.")
