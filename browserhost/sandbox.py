@@ -141,11 +141,11 @@ class Sandbox:
             raise
         return self
 
-    def destroy(self, grace=0.0):
-        """Every process of the sandbox ends (SIGTERM first when `grace`), then its network and cgroup go. Each step
+    def destroy(self):
+        """Every process of the sandbox is killed, then its network and cgroup go. Each step
         is tried even when one before it failed (logged); the first failure is raised at the end. Idempotent; the
         workdir itself is the caller's to remove."""
-        every_step(f"removing sandbox {self.name}", lambda: self.cgroup.kill(grace, everything=True),
+        every_step(f"removing sandbox {self.name}", lambda: self.cgroup.kill(0, everything=True),
                    self.network.stop, lambda: self._end_helper("_resolver"), lambda: self._end_helper("_relay"),
                    self.machine.stop, lambda: remove_netns(self.name), self.cgroup.remove, self.machine.unmount,
                    lambda: shutil.rmtree(self.root, ignore_errors=True))

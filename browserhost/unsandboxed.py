@@ -1,6 +1,6 @@
 """An unsandboxed session's box (BROWSER_SANDBOX=off): the interface of browserhost/sandbox.py's Sandbox on this
 host itself, so that starting a browser (launch.py), acting on its display (display.py, computer.py) and ending a
-session (server.py) take one path whatever the host.
+session (registry.py) take one path whatever the host.
 
 Its processes run here as the host's user: the browser on a profile and TMPDIR under the session's folder (through
 a short link in /tmp when that path is long), in a process group of its own that stopping it ends (renderers and
@@ -48,8 +48,9 @@ class HostBox:
         self.workdir.mkdir(parents=True, exist_ok=True)
         return self
 
-    def destroy(self, grace=0.0):
-        """What it started for the session ends (the browser is stopped by `stop_browser`)."""
+    def destroy(self):
+        """Its display ends: the one thing of the session's it started itself (the browser was stopped before, by
+        launch.Browser.stop through stop_browser)."""
         self._stop_display()
 
     def start_display(self, screen):
@@ -69,7 +70,7 @@ class HostBox:
         return list(folders)
 
     def chrome_policy_binds(self, policies):
-        return []  # the host refuses policies without a sandbox to put them in (server.py)
+        return []  # the host refuses policies without a sandbox to put them in (starts.py)
 
     def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, **options):
         """subprocess.Popen of `argv` here with `variables`; the browser (`devtools`) in this host's environment,

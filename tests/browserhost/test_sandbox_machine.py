@@ -99,10 +99,11 @@ def test_a_process_of_the_session_sees_its_browser_and_downloads_in_its_cgroup_a
 
 @can_sandbox
 def test_two_sessions_processes_see_neither_each_others_files_nor_processes(tmp_path):
-    boxes = [sandbox.Sandbox(tmp_path / "sessions" / name, sandbox_policy.SandboxPolicy(), memory_mb=64).create()
-             for name in ("s1", "s2")]
-    started = []
+    boxes, started = [], []
     try:
+        for name in ("s1", "s2"):  # each made inside the try: a second that fails leaves no first behind
+            boxes.append(sandbox.Sandbox(tmp_path / "sessions" / name, sandbox_policy.SandboxPolicy(),
+                                         memory_mb=64).create())
         for number, box in enumerate(boxes):
             started.append(box.popen(["/bin/sh", "-c", f"mkdir ~/Downloads; echo {number} > ~/Downloads/mine; "
                                       f"echo {number} > /tmp/mine; echo ready; exec sleep 300{number}"],

@@ -61,7 +61,7 @@ def test_a_creation_that_fails_in_any_way_removes_what_it_made(tmp_path, monkeyp
     monkeypatch.setattr(box, "_make_folders", lambda: None)
     monkeypatch.setattr(box.cgroup, "create", lambda *args: None)
     monkeypatch.setattr(box.network, "make", lambda: (_ for _ in ()).throw(failure))
-    monkeypatch.setattr(box, "destroy", lambda grace=0.0: destroyed.append(True))
+    monkeypatch.setattr(box, "destroy", lambda: destroyed.append(True))
 
     expected = sandbox.SandboxError if isinstance(failure, OSError) else type(failure)
     with pytest.raises(expected):
@@ -72,7 +72,7 @@ def test_a_creation_that_fails_in_any_way_removes_what_it_made(tmp_path, monkeyp
 def test_a_creation_whose_clean_up_fails_raises_what_stopped_it(tmp_path, monkeypatch):
     box = _box(tmp_path)
     monkeypatch.setattr(box, "_make_folders", lambda: (_ for _ in ()).throw(RuntimeError("the first")))
-    monkeypatch.setattr(box, "destroy", lambda grace=0.0: (_ for _ in ()).throw(OSError("the clean-up")))
+    monkeypatch.setattr(box, "destroy", lambda: (_ for _ in ()).throw(OSError("the clean-up")))
     with pytest.raises(RuntimeError, match="the first"):
         box.create()
 
