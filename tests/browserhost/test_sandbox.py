@@ -12,6 +12,7 @@ import pytest
 from browserhost import cgroups, machine, network, sandbox, sandbox_policy
 from browserhost import settings as host_settings
 from lantern_wire.hosts import REGISTER
+from lantern_wire.settings_errors import SettingsError
 from tests.browserhost.helpers import FakeApp, host_server
 from tests.live_server import cannot_sandbox
 from tests.waiting import eventually
@@ -261,7 +262,7 @@ def test_the_cpu_setting_takes_cores_and_refuses_the_rest():
         settings = host_settings.load({"LANTERN_BROWSER_SANDBOX_CPUS": text})
         assert sandbox_policy.SandboxPolicy.from_settings(settings).cpus == cores
     for wrong in ("0", "-1", "many", ""):
-        with pytest.raises(host_settings.SettingsError, match="BROWSER_SANDBOX_CPUS"):
+        with pytest.raises(SettingsError, match="BROWSER_SANDBOX_CPUS"):
             host_settings.load({"LANTERN_BROWSER_SANDBOX_CPUS": wrong})
 
 
