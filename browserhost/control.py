@@ -70,7 +70,7 @@ class LengthRequired(BadBody):
 class ControlHandler(BaseHTTPRequestHandler):
     host = None  # the BrowserHostServer it serves (server.handler_class sets it)
     protocol_version = "HTTP/1.1"
-    timeout = 30  # an idle keep-alive connection gives its thread back
+    timeout = control.IDLE_CLOSE_SECONDS  # an idle keep-alive connection gives its thread back
     unread = 0  # bytes of the request's body not read yet (None: a body of no known length)
 
     def log_message(self, format, *args):  # noqa: A002 - the stdlib's name

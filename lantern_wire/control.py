@@ -54,6 +54,8 @@ SAVE_STATE = "save_state"
 # a host answers 413 past it without reading the body, and the app refuses an answer past it.
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
+# A host closes a kept-alive connection idle this long (its thread is given back); the app stops using one well before.
+IDLE_CLOSE_SECONDS = 30
 # A start's deadline when the caller does not give one (the app sends its BROWSER_HOST_START_SECONDS).
 DEFAULT_START_SECONDS = 30.0
 # The highest framerate a host records at (the app's REPLAY_MAX_FRAMERATE is held to it).

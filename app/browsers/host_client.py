@@ -5,11 +5,12 @@ error shape in one place, app/browsers/host_errors.py.
 Plain http:// only (lantern_wire.hosts.control_url), no proxies, no redirects: a host's key goes to that host and
 nowhere else.
 
-A pooled connection idle for IDLE_SECONDS is not used again (the host closes one idle for 30 s, and a call sent as it
-does so would be lost). Only the GET routes (read-only) are sent again, once, when the connection fails before the
-answer (urllib3's Retry): a start moves to another host within its deadline instead (drivers.HostDriver.start), and
-computer actions or a recording's start are not idempotent. A start goes on a connection of its own, so that a host
-machine gone silent fails it at connecting (HostError.reached False: the start moves) rather than after its deadline.
+A pooled connection idle for IDLE_SECONDS is not used again (the host closes one idle for its IDLE_CLOSE_SECONDS,
+and a call sent as it does so would be lost). Only the GET routes (read-only) are sent again, once, when the
+connection fails before the answer (urllib3's Retry): a start moves to another host within its deadline instead
+(drivers.HostDriver.start), and computer actions or a recording's start are not idempotent. A start goes on a
+connection of its own, so that a host machine gone silent fails it at connecting (HostError.reached False: the start
+moves) rather than after its deadline.
 """
 import json
 import time
@@ -34,9 +35,9 @@ CONNECT_SECONDS = 5
 # Idle keep-alive connections kept per host: more are opened when needed and closed after their call (urllib3 logs
 # a warning for each). A gevent worker may run many computer calls to one host at once.
 CONNECTIONS_PER_HOST = 32
-# A pooled connection idle this long is closed instead of used: well within the host's 30 s (browserhost/control.py
-# ControlHandler.timeout), after which it closes it, perhaps as a call is on its way.
-IDLE_SECONDS = 20
+# A pooled connection idle this long is closed instead of used: well within the host's own idle close, which may
+# meet a call on its way.
+IDLE_SECONDS = control.IDLE_CLOSE_SECONDS * 2 / 3
 # A GET whose connection failed before its answer (reset, closed, timed out) is sent once more, on another one.
 GET_RETRY = Retry(total=1, connect=0, read=1, status=0, other=0, redirect=0, respect_retry_after_header=False)
 
