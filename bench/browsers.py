@@ -29,7 +29,7 @@ import websocket
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from browserhost import launch, launch_options, sandbox, sandbox_policy  # noqa: E402
+from browserhost import launch, launch_options, sandbox, sandbox_policy, unsandboxed  # noqa: E402
 from browserhost.settings import HostSettings, memory_capacity  # noqa: E402
 from lantern_wire.devtools import DevTools  # noqa: E402
 from tests.browserhost.helpers import Site  # noqa: E402
@@ -159,9 +159,9 @@ def idle_memory(base_url, key, workdir, settle=3.0):
     members = set(box.cgroup.pids())
     if members:
         members |= {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                    if f"/var/run/netns/{box.name}" in launch._cmdline(pid)}  # slirp4netns
+                    if f"/var/run/netns/{box.name}" in unsandboxed.cmdline(pid)}  # slirp4netns
     else:
-        members = set(launch._group_members(int((folder / "chromium.pgid").read_text())))
+        members = set(unsandboxed.group_members(int((folder / "chromium.pgid").read_text())))
     pss = rss = 0
     for pid in members:
         try:

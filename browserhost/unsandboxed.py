@@ -206,7 +206,7 @@ def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
     processes runs; True if it had any. Usable for a group recorded before a restart: with
     `expect_in_cmdline` (e.g. the user-data-dir), a group none of whose processes' command line
     contains it is left alone, in case its id now belongs to something else."""
-    members = _group_members(pgid)
+    members = group_members(pgid)
     if not members:
         return False
     if expect_in_cmdline and not any(expect_in_cmdline in cmdline(pid) for pid in members):
@@ -220,7 +220,7 @@ def kill_group(pgid, grace=2.0, *, expect_in_cmdline=None):
 
 
 def group_alive(pgid):
-    return bool(_group_members(pgid))
+    return bool(group_members(pgid))
 
 
 def cmdline(pid):
@@ -239,11 +239,11 @@ def _signal_group(pgid, signum):
 
 
 def _wait_group_gone(pgid, deadline):
-    while _group_members(pgid) and time.monotonic() < deadline:
+    while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
-def _group_members(pgid):
+def group_members(pgid):
     """Live (not zombie) processes of group `pgid`, from /proc."""
     members = []
     for entry in os.scandir("/proc"):
