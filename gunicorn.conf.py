@@ -27,6 +27,9 @@ from gunicorn.workers.ggevent import GeventWorker
 # Longest request line (method, path and query) gunicorn reads: its maximum. Longer is 414.
 limit_request_line = 8190
 graceful_timeout = 30
+# Browser hosts beat every 2 s (BROWSER_HOST_HEARTBEAT_SECONDS) on kept-alive connections: gunicorn's default of
+# 2 s closed each just as the next beat was sent on it (a retried call and a warning in the host's log each time).
+keepalive = 5
 # How long a quick stop (Ctrl-C) lets requests in flight finish (a CDP relay is cut after it).
 QUICK_STOP_SECONDS = 1
 # How long a connection closed on an unread body reads on (and discards), so that the
