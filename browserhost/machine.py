@@ -279,10 +279,12 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner
 
 # The launcher inside the sandbox: for a process joining the machine, the namespaces' descriptors closed (what it
 # runs must not hold the holder's namespaces); for the DevTools relay, its listening socket (which comes as stdin)
-# as fd 3, as systemd's socket activation wants it, with LISTEN_PID its own pid; an X display when asked (a fixed
-# number: the network namespace, where X's abstract socket lives, is the sandbox's own; what a previous browser's
-# display left in the machine's /tmp goes first, since its pid may now be another process's), then the command in its
-# place (so the sandbox ends when the browser does).
+# as fd 3, as systemd's socket activation wants it, with LISTEN_PID its own pid, and SIGPIPE ignored as systemd
+# ignores it for its services (IgnoreSIGPIPE=): systemd-socket-proxyd counts on it, and an answer spliced to a
+# client that had left killed the relay, cutting the host from a browser that ran on; an X display when asked (a
+# fixed number: the network namespace, where X's abstract socket lives, is the sandbox's own; what a previous
+# browser's display left in the machine's /tmp goes first, since its pid may now be another process's), then the
+# command in its place (so the sandbox ends when the browser does).
 LAUNCHER = r"""
 set -e
 if [ "$1" = --close ]; then
@@ -290,6 +292,7 @@ if [ "$1" = --close ]; then
   shift 2
 fi
 if [ "$1" = --relay ]; then
+  trap '' PIPE
   exec 3<&0 </dev/null
   export LISTEN_FDS=1 LISTEN_PID=$$
   shift

@@ -456,6 +456,61 @@ def test_no_process_of_the_session_can_take_the_devtools_relays_socket_and_pose_
     assert answer.endswith(b"stand-in"), answer
 
 
+# Plays a browser whose answer is long (as a page's screenshot or DOM is): the relay is still writing it to the host
+# when the host's client has gone.
+LONG_ANSWER = r"""
+import http.server
+
+CHUNK = b"x" * 65536  # one, written 256 times: the sandbox's memory cap is small
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        try:
+            for _ in range(256):
+                self.wfile.write(CHUNK)
+        except OSError:
+            pass  # the relay dropped it: its client left
+
+http.server.ThreadingHTTPServer(("127.0.0.1", 9222), Answer).serve_forever()
+"""
+
+
+@can_sandbox
+def test_the_devtools_relay_outlives_a_client_that_leaves_before_its_answer_is_written(tmp_path):
+    """The relay (systemd-socket-proxyd) splices Chromium's answer into the host's socket; when the host's client
+    has left (a CDP client cut, a call past its deadline), that write raised SIGPIPE, which killed the relay,
+    as systemd, which ignores SIGPIPE for its services, is not there to ignore it: every later call to the
+    session's browser met "connection refused" while Chromium ran on."""
+    from lantern_wire.splice import connect_unix
+
+    uid, _ = sandbox_policy.SandboxPolicy().ids()
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
+
+    def answered(read_all):
+        try:
+            with connect_unix(box.devtools_socket(), 5, owner=uid) as connection:
+                connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                if not read_all:
+                    return connection.recv(1) == b"H"  # the answer has begun: the client leaves mid-way
+                return len(connection.makefile("rb").read())
+        except OSError as error:
+            return repr(error)
+
+    try:
+        browser = box.popen(["/usr/bin/python3", "-c", LONG_ANSWER], devtools=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+        assert eventually(lambda: answered(read_all=False) is True, 10, interval=0.1)
+        for _ in range(20):
+            answered(read_all=False)
+        after = answered(read_all=True)
+    finally:
+        box.destroy()
+    browser.wait(timeout=10)
+    assert isinstance(after, int) and after > 16 * 1024 * 1024, after
+
+
 # A session's files that would have a program of its own run by whatever opens a file or link inside: a .desktop
 # file and the mimeapps.list that picks it, as a page can download them into its home.
 OPENED = r"""
