@@ -49,7 +49,7 @@ class LanternWorker(GeventWorker):
         self.alive = False
 
     def load_wsgi(self):
-        from app.core.settings import SettingsError
+        from lantern_wire.settings_errors import SettingsError
 
         try:
             super().load_wsgi()

@@ -15,7 +15,6 @@ from pydantic import TypeAdapter, ValidationError
 
 from app.config import Settings
 from lantern_wire import settings_errors
-from lantern_wire.settings_errors import SettingsError  # noqa: F401 (gunicorn.conf.py and tests name it here)
 
 PREFIX = "LANTERN_"
 ATTRIBUTES = {field.alias: name for name, field in Settings.model_fields.items()}  # DB_POOL_SIZE -> db_pool_size

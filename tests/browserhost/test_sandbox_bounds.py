@@ -124,26 +124,26 @@ def _status(name):
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith(f"{name}:"))
 
 
-def test_a_command_on_the_display_that_writes_without_end_is_cut_at_its_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(display, "OUTPUT_BYTES", 8 * 1024 * 1024)
-    leftover = Leftover(tmp_path, megabytes=300)
+def run_on_a_display(tmp_path, *, megabytes, timeout):
+    """Display.run of a command whose child writes `megabytes` and keeps its output open: peak_rss_growth's
+    (growth, returned, outcome, seconds)."""
+    leftover = Leftover(tmp_path, megabytes=megabytes)
     try:
-        growth, returned, outcome, _ = peak_rss_growth(lambda: Display(":99", HostBox()).run(leftover.argv,
-                                                                                              timeout=10))
+        return peak_rss_growth(lambda: Display(":99", HostBox()).run(leftover.argv, timeout=timeout))
     finally:
         leftover.kill()
+
+
+def test_a_command_on_the_display_that_writes_without_end_is_cut_at_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(display, "OUTPUT_BYTES", 8 * 1024 * 1024)
+    growth, returned, outcome, _ = run_on_a_display(tmp_path, megabytes=300, timeout=10)
     assert returned and isinstance(outcome.get("raised"), subprocess.SubprocessError), outcome
     assert "wrote more than 8388608 bytes" in str(outcome["raised"])
     assert growth < 48 * 1024 * 1024  # measured: some 16 MiB; held whole, 300 MiB
 
 
 def test_a_command_on_the_display_whose_output_stays_open_ends_at_its_deadline(tmp_path):
-    leftover = Leftover(tmp_path, megabytes=0)
-    try:
-        _, returned, outcome, seconds = peak_rss_growth(lambda: Display(":99", HostBox()).run(leftover.argv,
-                                                                                               timeout=2))
-    finally:
-        leftover.kill()
+    _, returned, outcome, seconds = run_on_a_display(tmp_path, megabytes=0, timeout=2)
     assert returned and isinstance(outcome.get("raised"), subprocess.TimeoutExpired), outcome
     assert seconds < 2 + 6  # its deadline, and the reap of a killed process at most
 

@@ -17,6 +17,7 @@ from browserhost import replays as host_replays
 from browserhost.uplink import AppClient
 from lantern_wire import control
 from lantern_wire.hosts import REPLAYS
+from lantern_wire.settings_errors import SettingsError
 from tests.browsers.conftest import SlowHost, on_host
 
 
@@ -220,7 +221,7 @@ def test_a_host_that_answers_a_start_malformed_is_recording_so_its_replay_is_kep
 
 
 def test_the_highest_framerate_setting_is_bounded_by_what_a_host_takes(tmp_path):
-    with pytest.raises(settings.SettingsError, match=f"REPLAY_MAX_FRAMERATE={control.MAX_FRAMERATE + 1} .*should be "
+    with pytest.raises(SettingsError, match=f"REPLAY_MAX_FRAMERATE={control.MAX_FRAMERATE + 1} .*should be "
                                                      f"less than or equal to {control.MAX_FRAMERATE}"):
         settings.load(str(tmp_path), environ={"LANTERN_REPLAY_MAX_FRAMERATE": str(control.MAX_FRAMERATE + 1)})
     assert settings.load(str(tmp_path), environ={"LANTERN_REPLAY_MAX_FRAMERATE": str(control.MAX_FRAMERATE)})[0] \

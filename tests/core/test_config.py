@@ -7,6 +7,7 @@ import pytest
 
 from app.config import Settings
 from app.core import settings
+from lantern_wire.settings_errors import SettingsError
 from tests.conftest import TEST_ENCRYPTION_KEY
 
 
@@ -82,7 +83,7 @@ def test_a_wrong_variable_is_one_line_naming_it_its_value_and_what_it_takes(tmp_
     if line is None:
         assert settings.load(str(tmp_path), environ=environ)[0].database_url == value
         return
-    with pytest.raises(settings.SettingsError) as refused:
+    with pytest.raises(SettingsError) as refused:
         settings.load(str(tmp_path), environ=environ)
     assert str(refused.value) == f"Lantern cannot start: {line}"
 
@@ -90,7 +91,7 @@ def test_a_wrong_variable_is_one_line_naming_it_its_value_and_what_it_takes(tmp_
 def test_a_wrong_value_in_the_instance_file_is_named_there(tmp_path, monkeypatch, make_app):
     (tmp_path / "config.py").write_text("LOG_LEVEL = 'LOUD'\n")
     monkeypatch.setattr("flask.Flask.auto_find_instance_path", lambda self: str(tmp_path))
-    with pytest.raises(settings.SettingsError, match=r"^Lantern cannot start: LOG_LEVEL='LOUD' \(from "
+    with pytest.raises(SettingsError, match=r"^Lantern cannot start: LOG_LEVEL='LOUD' \(from "
                                                      r"instance/config.py\): should be 'DEBUG', 'INFO', "):
         make_app()
 
@@ -98,9 +99,9 @@ def test_a_wrong_value_in_the_instance_file_is_named_there(tmp_path, monkeypatch
 def test_a_test_changes_a_setting_checked_as_at_start(app):
     settings.change(app, BLOB_GRACE_SECONDS=0)
     assert settings.settings(app).blob_grace_seconds == 0 == app.config["BLOB_GRACE_SECONDS"]
-    with pytest.raises(settings.SettingsError, match=r"BLOB_GRACE_SECONDS=-1 \(from change\(\)\): should be "):
+    with pytest.raises(SettingsError, match=r"BLOB_GRACE_SECONDS=-1 \(from change\(\)\): should be "):
         settings.change(app, BLOB_GRACE_SECONDS=-1)
-    with pytest.raises(settings.SettingsError, match="BLOB_GRACE_SECOND=0 .*: Extra inputs are not permitted"):
+    with pytest.raises(SettingsError, match="BLOB_GRACE_SECOND=0 .*: Extra inputs are not permitted"):
         settings.change(app, BLOB_GRACE_SECOND=0)
     assert settings.settings(app).blob_grace_seconds == 0
     with pytest.raises(TypeError, match=r"change it with app.core.settings.change\(app, BLOB_GRACE_SECONDS=...\)"):

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from app.core.requestlog import JsonFormatter, TextFormatter, escape_controls
-from app.core.settings import SettingsError
+from lantern_wire.settings_errors import SettingsError
 
 FORGED = "/nope%0A2026-11-23%2007:00:00,000%20INFO%20[1]%20app.requests:%20GET%20/admin%20200%E2%80%A8x"
 

@@ -5,8 +5,8 @@ from cryptography.fernet import Fernet
 
 from app.core import crypto
 from app.core.db import db
-from app.core.settings import SettingsError
 from app.credentials.models import Credential, CredentialProvider
+from lantern_wire.settings_errors import SettingsError
 from tests.conftest import TEST_ENCRYPTION_KEY
 
 SECRETS = ["hunter2-password", "JBSWY3DPEHPK3PXPJBSWY3DP", "ops_connect_token_123"]
