@@ -20,6 +20,9 @@ app, and writes and reads its JSON; a refusal names the field. Defaults live her
                                                  screen cannot hold it and `restart` is false)
     POST   /sessions/{id}/profile                ProfileLoad -> ProfileLoaded
     GET    /health                               -> Health
+    *      /sessions/{id}/agent/{fs|process}/...  forwarded as it is (body and answer streamed) to the session's agent,
+                                                 which runs inside its sandbox (browserhost/agent): the SDK's
+                                                 browsers.fs and browsers.process paths without /browsers/{id}
 
 A refusal is {"code", "message"} (HostRefusal) with the HTTP status saying what kind; a failed computer action adds
 its "index".
@@ -47,6 +50,10 @@ SESSION_CATEGORIES = "/sessions/{session_id}/categories"
 SESSION_VIEWPORT = "/sessions/{session_id}/viewport"
 SESSION_PROFILE = "/sessions/{session_id}/profile"
 HEALTH = "/health"
+SESSION_AGENT = "/sessions/{session_id}/agent/{path}"
+# Added by a host to each call it forwards to a session's agent: the bytes the session may still store (its memory
+# left), which a write or upload must fit in.
+ROOM_HEADER = "X-Lantern-Room"
 # DELETE SESSION's query: 1 to have the profile's state back.
 SAVE_STATE = "save_state"
 
