@@ -1,6 +1,12 @@
 """A session's cgroup (browserhost/sandbox.py makes one per sandbox): its memory, process and CPU caps, its
 processes, how to end them, and what the OOM killer did in it. cgroup v2, or v1's memory, pids and cpu
 controllers; every sandbox's cgroup is in one (`lantern`) whose memory cap holds them all together.
+
+A session's cgroup has a child, `tenant`, for what runs through its agent (browserhost/agents.py: its files and
+processes), capped below the session (TENANT_MEMORY_SHARE, TENANT_PIDS_SHARE): a tenant's process that allocates
+too much is the one the OOM killer ends, within the tenant's cap, and Chromium goes on. Under cgroup v2 a cgroup
+with processes gives no controller to its children, so there the session's own processes are in a leaf of their own
+(`own`) beside `tenant`; under v1 they are in the session's cgroup itself.
 """
 import errno
 import logging
@@ -16,6 +22,11 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "lantern"
 CPU_PERIOD_US = 100_000  # the kernel's default period for a CPU bound
 KILL_SECONDS = 5.0
+TENANT = "tenant"
+OWN = "own"  # v2 only: the leaf of the session's own processes (the browser, its network, its machine's holder)
+# Of the session's caps: what its tenant's processes may take, so that the browser always keeps the rest.
+TENANT_MEMORY_SHARE = 3 / 4
+TENANT_PIDS_SHARE = 1 / 2
 
 
 class Cgroup:
@@ -65,10 +76,19 @@ class Cgroup:
         _write(parent / "memory.memsw.limit_in_bytes", cap, required=False)
 
     def folders(self):
+        """The session's cgroup: its caps hold every process of the session, its tenant's included."""
         return [parent / self.name for parent in self.parents()]
 
-    def procs_files(self):
-        return [str(folder / "cgroup.procs") for folder in self.folders()]
+    def tenant_folders(self):
+        return [folder / TENANT for folder in self.folders()]
+
+    def own_folders(self):
+        """Where the session's own processes are (not its tenant's)."""
+        return [folder / OWN for folder in self.folders()] if self.unified() else self.folders()
+
+    def procs_files(self, *, tenant=False):
+        """The cgroup.procs files a process of the session (its tenant's with `tenant`) writes itself into."""
+        return [str(folder / "cgroup.procs") for folder in (self.tenant_folders() if tenant else self.own_folders())]
 
     def exists(self):
         return any(folder.exists() for folder in self.folders())
@@ -85,13 +105,46 @@ class Cgroup:
             _write(folder / "memory.swap.max", 0, required=False)
             _write(folder / "pids.max", pids_max)
             _write(folder / "cpu.weight", min(10_000, max(1, round(100 * (cpus or 1)))))
+            (folder / OWN).mkdir(exist_ok=True)
+            _write(folder / "cgroup.subtree_control", "+memory +pids +cpu")
         else:
             memory, pids, cpu = self.folders()
             _write(memory / "memory.limit_in_bytes", memory_bytes)
             _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)  # no swapping past it
             _write(pids / "pids.max", pids_max)
             _write(cpu / "cpu.shares", min(262_144, max(2, round(1024 * (cpus or 1)))))
+        self._create_tenant(int(memory_bytes * TENANT_MEMORY_SHARE), max(1, int(pids_max * TENANT_PIDS_SHARE)))
         self.bound_cpu(None)
+
+    def _create_tenant(self, memory_bytes, pids_max):
+        """The tenant's child cgroup, its memory (no swap) and process caps; its CPU is the session's."""
+        for folder in self.tenant_folders():
+            folder.mkdir(exist_ok=True)
+        if self.unified():
+            tenant = self.tenant_folders()[0]
+            _write(tenant / "memory.max", memory_bytes)
+            _write(tenant / "memory.swap.max", 0, required=False)
+            _write(tenant / "pids.max", pids_max)
+            return
+        memory, pids, _ = self.tenant_folders()
+        _write(memory / "memory.limit_in_bytes", memory_bytes)
+        _write(memory / "memory.memsw.limit_in_bytes", memory_bytes, required=False)
+        _write(pids / "pids.max", pids_max)
+
+    def tenant_limits(self):
+        """(memory cap in bytes, most processes and threads) of the tenant's cgroup, as the kernel holds them."""
+        if self.unified():
+            tenant = self.tenant_folders()[0]
+            return int((tenant / "memory.max").read_text()), int((tenant / "pids.max").read_text())
+        memory, pids, _ = self.tenant_folders()
+        return int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text())
+
+    def room(self):
+        """The bytes the session may still store (in its home, /tmp, /dev/shm: memory) through its tenant: the least,
+        over the session's cgroup and its tenant's, of its memory cap less what it holds that cannot be given back
+        (anonymous and tmpfs pages, there being no swap); never negative."""
+        folders = (self.folders()[0], self.tenant_folders()[0])
+        return max(0, min(_memory_left(folder, self.unified()) for folder in folders))
 
     def bound_cpu(self, cpus):
         """At most `cpus` cores busy from now on (None: no bound)."""
@@ -115,20 +168,21 @@ class Cgroup:
         return (int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text()),
                 None if quota < 0 else quota / period)
 
-    def pids(self):
-        found = set()
-        for path in self.procs_files():
-            try:
-                found.update(int(line) for line in Path(path).read_text().split())
-            except OSError:
-                pass
-        return found
+    def pids(self, *, everything=False):
+        """The session's own processes; with `everything`, its tenant's too (those of every cgroup under it)."""
+        if everything:
+            return _members(Path(top) / "cgroup.procs" for folder in self.folders() for top, _, _ in os.walk(folder))
+        return _members(self.procs_files())
+
+    def tenant_pids(self):
+        return _members(self.procs_files(tenant=True))
 
     def kill(self, grace=0.0, *, everything=False):
-        """SIGTERM to every process but the spared ones (all with `everything`) when `grace`, SIGKILL to what is
-        left; waits until none is left."""
+        """SIGTERM to the session's own processes but the spared ones when `grace`, SIGKILL to what is left; waits
+        until none is left. A tenant's processes outlive it (they go on across a browser's restart); with
+        `everything`, every process of the session goes, its tenant's too."""
         def targets():
-            pids = self.pids()
+            pids = self.pids(everything=everything)
             return pids if everything else pids - _with_descendants(self.spared, pids) - self.kept
 
         if grace > 0:
@@ -150,8 +204,14 @@ class Cgroup:
                 pass
 
     def remove(self):
-        for folder in self.folders():
-            for _ in range(50):
+        """Its cgroups, children first (a cgroup with children cannot go)."""
+        for top in self.folders():
+            for folder in [Path(path) for path, _, _ in os.walk(top, topdown=False)]:
+                self._remove_one(folder)
+
+    @staticmethod
+    def _remove_one(folder):
+        for _ in range(50):
                 try:
                     folder.rmdir()
                     break
@@ -163,10 +223,12 @@ class Cgroup:
                         break
                     time.sleep(0.05)  # the last exiting processes are still being released
 
-    def oom_kills(self):
-        """How many processes the OOM killer ended in this cgroup so far."""
+    def oom_kills(self, *, tenant=False):
+        """How many of the session's own processes (its tenant's with `tenant`) the OOM killer ended so far. v1
+        counts a kill in the victim's cgroup alone; v2's memory.events counts it in every parent too, so the
+        session's own are its leaf's."""
         name = "memory.events" if self.unified() else "memory.oom_control"
-        folder = self.folders()[0]
+        folder = (self.tenant_folders() if tenant else self.own_folders())[0]
         try:
             text = (folder / name).read_text()
         except OSError:
@@ -191,6 +253,26 @@ class Cgroup:
             except (OSError, ValueError):
                 continue
         return 0
+
+
+def _members(procs_files):
+    found = set()
+    for path in procs_files:
+        try:
+            found.update(int(line) for line in Path(path).read_text().split())
+        except OSError:
+            pass
+    return found
+
+
+def _memory_left(folder, unified):
+    """`folder`'s memory cap less its anonymous and tmpfs pages (the memory.stat of v2, or v1's totals)."""
+    cap_file, names = ("memory.max", ("anon", "shmem")) if unified else \
+        ("memory.limit_in_bytes", ("total_rss", "total_shmem"))
+    cap = (folder / cap_file).read_text().strip()
+    stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines() if line.strip())
+    held = sum(int(stat.get(name, 0)) for name in names)
+    return (int(cap) if cap.isdigit() else 2 ** 63 - 1) - held
 
 
 def _with_descendants(roots, pids):
@@ -234,7 +316,7 @@ def oom_report(cgroup):
     victim = None
     for line in _kernel_log():
         task = OOM_TASK.search(line)
-        if task and task.group("memcg").rstrip("/").endswith(f"/{cgroup.name}"):
+        if task and task.group("memcg").rstrip("/").endswith((f"/{cgroup.name}", f"/{cgroup.name}/{OWN}")):
             victim = {"pid": int(task.group("pid")), "process_name": task.group("task"), "rss_kb": 0}
         killed = OOM_KILLED.search(line)
         if killed and victim and int(killed.group("pid")) == victim["pid"]:

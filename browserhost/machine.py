@@ -3,7 +3,8 @@ Chromium's and a tenant's alike, share one user and pid namespace and one home, 
 one computer do: a file Chromium downloads is there for the next process, which sees Chromium in its `ps`.
 
 - **Folders**: home/, tmp/ and shm/ (and run/, Xvfb's log) are tmpfs mounts the host makes once, under the
-  sandbox's folder, owned by the sandbox's user; each process gets them at /home/session, /tmp and /dev/shm. Their
+  sandbox's folder, owned by the sandbox's user; each process gets them at /home/session (also /home/kernel, a link
+  to it: Kernel's name), /tmp and /dev/shm. Their
   pages count in the memory cgroup of the session process that writes them, so what a page stores fills the
   session's memory cap, never the host's disk. They go when the sandbox does.
 - **Namespaces**: a holder (`sleep infinity` under bubblewrap's init) makes the session's user and pid namespaces
@@ -36,6 +37,9 @@ from browserhost.cgroups import KILL_SECONDS
 logger = logging.getLogger(__name__)
 
 INSIDE_HOME = "/home/session"
+# Kernel's name for the session's home, a link to it in every process of the machine: code written for Kernel
+# (/home/kernel/Downloads) works unchanged.
+KERNEL_HOME = "/home/kernel"
 INSIDE_RUN = "/run/lantern"
 RUN_BYTES = 1024 * 1024  # run/: Xvfb's log
 # Read-only from the host's /etc: what Chromium, fontconfig, TLS and the C library read.
@@ -138,9 +142,10 @@ class Machine:
     def unmount(self):
         unmount_all(self.root)
 
-    def command(self, argv, variables, mounts, screen, *, ids, join=True, relay=False):
+    def command(self, argv, variables, mounts, screen, *, ids, join=True, relay=False, tenant=False):
         """(command, fds it needs) that runs `argv` in a bubblewrap as `ids` (uid, gid): joining the machine, with
-        its folders, when `join`, else in namespaces and empty folders of its own (the resolver, the relay)."""
+        its folders, when `join`, else in namespaces and empty folders of its own (the resolver, the relay); in the
+        session's tenant cgroup with `tenant` (the session's agent), else its own."""
         inner = ["bwrap", *(("--userns", str(self.namespaces[0]), "--pidns", str(self.namespaces[1])) if join
                             else ("--unshare-user", "--unshare-pid")),
                  "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -149,7 +154,8 @@ class Machine:
             inner += ["--ro-bind", INERT, path]
         inner += ["--proc", "/proc", "--dev", "/dev"]
         if join:
-            inner += ["--bind", self.tmp, "/tmp", "--bind", self.shm, "/dev/shm", "--bind", self.home, INSIDE_HOME]
+            inner += ["--bind", self.tmp, "/tmp", "--bind", self.shm, "/dev/shm", "--bind", self.home, INSIDE_HOME,
+                      "--symlink", INSIDE_HOME, KERNEL_HOME]
         else:
             inner += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--perms", "0700", "--size",
                       str(self.memory_mb * 1024 * 1024), "--tmpfs", INSIDE_HOME]
@@ -167,14 +173,14 @@ class Machine:
         if screen:
             inner += ["--screen", f"{screen[0]}x{screen[1]}x24"]
         inner += ["--", *argv]
-        return self._joined(list(map(str, inner)), ids, JOINED_OOM_SCORE if join else 0), \
+        return self._joined(list(map(str, inner)), ids, JOINED_OOM_SCORE if join else 0, tenant=tenant), \
             (self.namespaces if join else ())
 
-    def _joined(self, inner, ids, oom_score=0):
+    def _joined(self, inner, ids, oom_score=0, *, tenant=False):
         # The cgroup is joined first (by the shell that then becomes the rest), so every process of
         # the sandbox is in it from its start; `ip netns exec` and `setpriv` exec in turn.
         uid, gid = ids
-        procs = self.cgroup.procs_files()
+        procs = self.cgroup.procs_files(tenant=tenant)
         return ["/bin/sh", "-c", JOIN_CGROUP, "join", str(oom_score), str(len(procs)), *procs,
                 "ip", "netns", "exec", self.name, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                 "--inh-caps=-all", *inner]

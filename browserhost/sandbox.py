@@ -7,6 +7,8 @@
     process = box.popen(argv, {"TZ": "UTC"}, stdout=...)  # a process of the session's machine
     helper = box.helper(["xdotool", ...], {"DISPLAY": ...})  # the host's own, outside the machine
     box.find_devtools()                     # its browser's DevTools, reachable by this host alone
+    agent = box.popen(argv, tenant=True, stdin=box.listener(AGENT_SOCKET))  # the session's agent (agents.py)
+    box.room()                              # the bytes its tenant may still store
     box.stop_browser(process, grace=2)      # the session's processes but the machine's own end
     box.destroy()                           # every process of it killed; nothing of it left
 
@@ -56,7 +58,9 @@ Everything is built from Debian's well-kept tools, nothing home-made at the name
 - **Limits** (browserhost/cgroups.py): a cgroup per session (v2, or v1's memory, pids and cpu
   controllers), memory and process caps and a CPU bound (BROWSER_SANDBOX_CPUS cores at most once its
   browser answers, `bound_cpu`, and a weight in proportion when cores are contended); every process of
-  the session is in it from its start, slirp4netns and the relays included.
+  the session is in it from its start, slirp4netns and the relays included. The session's agent and what it runs
+  (browserhost/agents.py: a tenant's files and processes) are in a child of it, `tenant`, capped below it, which a
+  browser's restart leaves running and the sandbox's end kills with the rest.
   The kernel's OOM killer acts inside it, and `oom_kills()` tells the host. Sessions choose their
   caps, which may add up past the machine's memory: the cgroup all sandboxes are in has a cap of its own
   (BROWSER_SANDBOXES_MEMORY_MB), so the OOM killer then ends a browser, not the app or its database.
@@ -71,6 +75,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -87,6 +92,7 @@ INSIDE_EXTENSIONS = "/opt/extensions"
 # Where Debian's Chromium reads enterprise policies an administrator sets (chrome://policy shows them).
 INSIDE_MANAGED_POLICIES = "/etc/chromium/policies/managed"
 DEVTOOLS_SOCKET = "devtools.sock"
+AGENT_SOCKET = "agent.sock"  # the session's agent's (browserhost/agents.py), beside the DevTools socket
 PROFILE = "user-data"  # the browser's profile, in the session's home
 NETNS_PREFIX = "lantern-"
 HOST_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # for ip, setpriv and bwrap
@@ -119,6 +125,9 @@ class Sandbox:
         self.network = Network(self.name, self.cgroup, self.workdir, policy, allowed_hosts)
         self._resolver = None
         self._relay = None
+        self._tenants = []  # processes started in the tenant's cgroup (the agent), reaped when the sandbox ends
+        self._tenants_lock = threading.Lock()  # none starts once its end began (the cgroup's kill would miss it)
+        self._ending = False
 
     # -- set-up and tear-down -----------------------------------------------------------------
 
@@ -145,16 +154,22 @@ class Sandbox:
         """Every process of the sandbox is killed, then its network and cgroup go. Each step
         is tried even when one before it failed (logged); the first failure is raised at the end. Idempotent; the
         workdir itself is the caller's to remove."""
+        with self._tenants_lock:
+            self._ending = True
         every_step(f"removing sandbox {self.name}", lambda: self.cgroup.kill(0, everything=True),
                    self.network.stop, lambda: self._end_helper("_resolver"), lambda: self._end_helper("_relay"),
-                   self.machine.stop, lambda: remove_netns(self.name), self.cgroup.remove, self.machine.unmount,
-                   lambda: shutil.rmtree(self.root, ignore_errors=True))
+                   self._end_tenants, self.machine.stop, lambda: remove_netns(self.name), self.cgroup.remove,
+                   self.machine.unmount, lambda: shutil.rmtree(self.root, ignore_errors=True))
 
     def _end_helper(self, name):
         process = getattr(self, name)
         setattr(self, name, None)
         if process is not None:
             end(process)
+
+    def _end_tenants(self):
+        while self._tenants:
+            end(self._tenants.pop())
 
     def _make_folders(self):
         uid, gid = self.policy.ids()
@@ -216,13 +231,24 @@ class Sandbox:
 
     # -- running inside -------------------------------------------------------------------------
 
-    def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, **options):
+    def popen(self, argv, variables=None, *, binds=(), screen=None, devtools=False, tenant=False, **options):
         """subprocess.Popen of `argv` in the session's machine (`binds`: (host folder, inside path) pairs mounted
         read-only), with `variables` as its whole environment besides HOME, TMPDIR and PATH, on an X display of
         `screen` (width, height) started inside when given, and, when `devtools` (for the browser), the DevTools
         socket bound anew and relayed to port 9222 until the sandbox's processes are killed, and the profile's
         folder emptied of what a previous browser left (its lock names a process id that may now be another's).
+        With `tenant` (the session's agent), in the tenant's cgroup, where a browser's stop leaves it running.
         SandboxError when the machine has ended (its holder was killed)."""
+        if tenant:
+            with self._tenants_lock:
+                if self._ending:
+                    raise SandboxError("the session's sandbox is being removed")
+                process = self._popen(argv, variables, binds=binds, screen=screen, tenant=True, **options)
+                self._tenants.append(process)
+                return process
+        return self._popen(argv, variables, binds=binds, screen=screen, devtools=devtools, **options)
+
+    def _popen(self, argv, variables, *, binds, screen=None, devtools=False, tenant=False, **options):
         if self.machine.ended:
             raise SandboxError("the session's machine has ended: its holder exited")
         mounts = [("--bind", self.run, INSIDE_RUN),
@@ -231,7 +257,7 @@ class Sandbox:
         if devtools:
             shutil.rmtree(self.home / PROFILE, ignore_errors=True)  # never through a link: rmtree follows none
             self._start_relay()
-        command, fds = self.machine.command(argv, variables, mounts, screen, ids=self.policy.ids())
+        command, fds = self.machine.command(argv, variables, mounts, screen, ids=self.policy.ids(), tenant=tenant)
         options.setdefault("env", HOST_ENVIRONMENT)
         return spawn(command, pass_fds=(*fds, *options.pop("pass_fds", ())), **options)
 
@@ -252,7 +278,7 @@ class Sandbox:
             self._relay.kill()  # its bubblewrap: what it runs dies with it (--die-with-parent)
             end(self._relay)
             self._relay = None
-        listener = self._devtools_listener()
+        listener = self.listener(DEVTOOLS_SOCKET)
         try:
             # The socket as fd 3, as socket activation hands it; its "connection refused" while Chromium starts,
             # which the host's first looks meet, goes nowhere.
@@ -263,10 +289,11 @@ class Sandbox:
         finally:
             listener.close()  # the relay holds it now
 
-    def _devtools_listener(self):
-        """The DevTools socket, bound anew by this host (as root, in a folder the sandbox cannot see) and
-        listening; it belongs to the sandbox's user, as the workers that open it check."""
-        path = self.devtools_socket()
+    def listener(self, name):
+        """A Unix socket `name` (the DevTools', the agent's), bound anew by this host (as root, in a folder the
+        sandbox cannot see) and listening; it belongs to the sandbox's user, as the workers that open the DevTools
+        socket check."""
+        path = str(self.devtools_folder / name)
         Path(path).unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -329,7 +356,11 @@ class Sandbox:
         self.cgroup.bound_cpu(self.policy.cpus)
 
     def oom_kills(self):
+        """The session's own processes the OOM killer ended (its tenant's are theirs to report: the session goes on)."""
         return self.cgroup.oom_kills()
+
+    def room(self):
+        return self.cgroup.room()
 
 
 def sandbox_name(workdir):

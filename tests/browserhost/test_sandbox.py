@@ -106,10 +106,13 @@ def test_a_bad_sandbox_setting_is_refused_at_the_hosts_start(tmp_path):
 def test_a_sandbox_runs_as_its_user_and_leaves_nothing_once_destroyed(tmp_path):
     box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=64).create()
     try:
-        process = box.popen(["/bin/sh", "-c", "id -u; ls /home; sleep 30"], stdout=subprocess.PIPE, text=True)
+        process = box.popen(["/bin/sh", "-c", "id -u; ls -m /home; readlink /home/kernel; sleep 30"],
+                            stdout=subprocess.PIPE, text=True)
         uid = process.stdout.readline().strip()
         assert uid not in ("", "0") and int(uid) == sandbox_policy.SandboxPolicy().ids()[0]
-        assert process.stdout.readline().strip() == "session"  # its home, and nothing else, in /home
+        # Its home, under Kernel's name too, and nothing else in /home.
+        assert process.stdout.readline().strip() == "kernel, session"
+        assert process.stdout.readline().strip() == "/home/session"
         assert process.pid in box.cgroup.pids()
         assert Path(f"/var/run/netns/{box.name}").exists()
         assert box.cgroup.limits() == (64 * 1024 * 1024, sandbox_policy.SandboxPolicy().pids_max, None)
