@@ -14,7 +14,7 @@ WORKER_CONNECTIONS ?= 10000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: install install-test browser-packages sandbox-user bench-packages run test test-postgres bench bench-instructions lint \
+.PHONY: install install-test browser-packages sandbox-user ts-sdk node-packages bench-packages run test test-postgres bench bench-instructions lint \
 	constraints upgrade-check clean
 comma := ,
 
@@ -38,6 +38,24 @@ install-test: $(VENV)/.installed-test
 	@$(MAKE) --no-print-directory browser-packages
 	$(call debian-packages,$(TEST_PACKAGES), (one package; the tests start their own on a free port),the Redis \
 		wake-up tests skip)
+	@$(MAKE) --no-print-directory ts-sdk
+
+# Kernel's TypeScript SDK, at the version tests/ts/package-lock.json pins, for the test that runs it with node
+# (tests/browsers/live/test_files.py): `npm ci` puts it in tests/ts/node_modules when that is missing or older than
+# the lock file, and fetches nothing once it is there. Node and npm come from Debian when there is no npm.
+TS_PROJECT := tests/ts
+ts-sdk:
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory node-packages
+	@if [ $(TS_PROJECT)/node_modules/.package-lock.json -nt $(TS_PROJECT)/package-lock.json ]; then exit 0; \
+	elif ! command -v npm >/dev/null; then echo "No npm: the TypeScript SDK's test skips."; \
+	else echo "Installing Kernel's TypeScript SDK (@onkernel/sdk, one package) into $(TS_PROJECT)/node_modules with npm ci."; \
+		npm ci --prefix $(TS_PROJECT) --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci could not install it: the TypeScript SDK's test skips."; \
+	fi
+
+node-packages:
+	$(call debian-packages,nodejs npm, (node and npm$(comma) for the TypeScript SDK's test),the TypeScript SDK's \
+		test skips)
 
 # $(call debian-packages,packages,what installing says,what lacking them means)
 define debian-packages
