@@ -2,6 +2,7 @@
 bytes, server-sent events, a trickled JSON), plus the check every path of a request goes through.
 
 Standard library only: the agent runs with the system's Python inside the session's sandbox."""
+import errno
 import json
 import os
 import posixpath
@@ -83,6 +84,14 @@ class Request:
         if len(data) < wanted:
             raise AgentError(400, "body_incomplete", "the request's body ended before its Content-Length")
         return data
+
+    def readline(self, limit: int) -> bytes:
+        """One line of a body with a Content-Length (at most `limit` bytes, its newline included)."""
+        if self.chunked:
+            raise AgentError(411, "length_required", "this body needs a Content-Length")
+        line = self._file.readline(min(limit, self._left))
+        self._left -= len(line)
+        return line
 
     def json(self) -> dict:
         """The body as a JSON object of at most 1 MiB."""
@@ -207,6 +216,30 @@ def trickled(wait: Callable[[], object], every: float) -> Iterator[bytes]:
             raise result
         yield json.dumps(result).encode()
         return
+
+
+OS_REFUSALS = {
+    errno.ENOENT: (404, "not_found"),
+    errno.ENOTDIR: (400, "not_a_directory"),
+    errno.EISDIR: (400, "is_a_directory"),
+    errno.EEXIST: (400, "already_exists"),
+    errno.ENOTEMPTY: (400, "directory_not_empty"),
+    errno.EACCES: (403, "permission_denied"),
+    errno.EPERM: (403, "permission_denied"),
+    errno.EROFS: (403, "read_only"),
+    errno.ENOSPC: (413, "insufficient_room"),
+    errno.EDQUOT: (413, "insufficient_room"),
+    errno.EFBIG: (413, "insufficient_room"),
+}
+
+
+def os_refusal(error: OSError, field: str | None = None) -> AgentError:
+    """What a failed system call means to the client: a 4xx naming the path (never a 5xx, which SDKs retry)."""
+    status, code = OS_REFUSALS.get(error.errno, (400, "os_error"))
+    filename = os.fsdecode(error.filename) if error.filename else None
+    message = ": ".join(part for part in (field, filename, error.strerror or str(error)) if part)
+    extra = {"room_bytes": 0} if status == 413 else {}
+    return AgentError(status, code, message, **extra)
 
 
 def check_path(value, field: str) -> str:

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 from socketserver import ThreadingMixIn, UnixStreamServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .http import AgentError, Answer, Headers, Request, json_answer
+from .http import AgentError, Answer, Headers, Request, json_answer, os_refusal
 
 log = logging.getLogger("agent")
 ROUTE_MODULES = ("files", "transfer", "watches", "processes")
@@ -87,6 +87,9 @@ class AgentHandler(BaseHTTPRequestHandler):
             answer = handler(request)
         except AgentError as error:
             answer = json_answer(error.status, error.body())
+        except OSError as error:
+            refusal = os_refusal(error)
+            answer = json_answer(refusal.status, refusal.body())
         except Exception:
             log.exception("%s %s failed", self.command, self.path)
             answer = json_answer(500, {"code": "internal_error", "message": "the session's agent failed"})
@@ -94,28 +97,28 @@ class AgentHandler(BaseHTTPRequestHandler):
         self.drain(request)
 
     def write(self, answer: Answer):
-        self.send_response(answer.status)
-        for name, value in answer.headers:
-            self.send_header(name, value)
         chunked = answer.length is None
-        self.send_header("Transfer-Encoding" if chunked else "Content-Length", "chunked" if chunked else
-                         str(answer.length))
-        self.send_header("Connection", "close")
-        self.end_headers()
         try:
+            self.send_response(answer.status)
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.send_header("Transfer-Encoding" if chunked else "Content-Length",
+                             "chunked" if chunked else str(answer.length))
+            self.send_header("Connection", "close")
+            self.end_headers()
             for chunk in answer.chunks:
                 if chunk:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError as error:
-            log.info("%s %s: the client left (%s)", self.command, self.path, error)
+            log.info("%s %s: the answer was cut (%s)", self.command, self.path, error)
         except Exception:
             log.exception("%s %s failed while answering", self.command, self.path)
         finally:
             close = getattr(answer.chunks, "close", None)
             if close:
-                close()  # a generator's clean-up runs now, not whenever it is collected
+                close()  # a file or a generator's clean-up runs now, not whenever it is collected
 
     def drain(self, request: Request | None):
         """Read and drop the body's unread rest: closing a socket with unread data resets it, and the client
@@ -133,6 +136,12 @@ class AgentHandler(BaseHTTPRequestHandler):
                     left -= len(data)
         except (OSError, ValueError):
             pass
+
+    def send_error(self, code, message=None, explain=None):
+        """Errors of HTTP itself (a request line too long, a malformed request) in the API's shape too."""
+        self.close_connection = True
+        self.write(json_answer(code, {"code": "bad_http_request", "message": message or self.responses.get(
+            code, ("",))[0]}))
 
     def log_message(self, format, *args):
         log.info("%s " + format, "agent", *args)

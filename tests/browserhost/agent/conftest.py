@@ -100,13 +100,14 @@ def wait_until_serving(agent: RunningAgent, deadline: float = 10.0):
             return
         except OSError:
             if time.monotonic() > end or agent.process.poll() is not None:
-                raise AssertionError(f"the agent did not start:\n{agent.log()}")
+                raise AssertionError(f"the agent did not start:\n{agent.log()}") from None
             time.sleep(0.05)
 
 
 @pytest.fixture
-def agent(tmp_path):
-    running = RunningAgent(tmp_path)
+def agent(tmp_path_factory):
+    """A running agent; its socket, log and package link are in a folder of their own, not in tmp_path."""
+    running = RunningAgent(tmp_path_factory.mktemp("agent"))
     try:
         wait_until_serving(running)
         yield running
