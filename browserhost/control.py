@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 
+from browserhost import agents
 from lantern_wire import control
 from lantern_wire.splice import splice, upgrade_request
 
@@ -47,6 +48,8 @@ ROUTES = Map([
     _rule(control.SESSION_CATEGORIES, "PUT", "categories"),
     _rule(control.SESSION_VIEWPORT, "PUT", "viewport"),
     _rule(control.SESSION_PROFILE, "POST", "profile"),
+    Rule(control.SESSION_AGENT.replace("{session_id}", "<session_id>").replace("{path}", "<path:rest>"),
+         methods=["GET", "POST", "PUT", "DELETE"], endpoint="agent"),
 ], strict_slashes=False, merge_slashes=False)
 # The shape of each route's body (those without one read none).
 BODIES = {"start": control.StartRequest, "clients": control.ClientChange, "computer": control.ComputerRequest,
@@ -54,6 +57,8 @@ BODIES = {"start": control.StartRequest, "clients": control.ClientChange, "compu
           "profile": control.ProfileLoad}
 # Routes to a running browser: 404 while it starts or stops (the others reach a session it hosts in any state).
 TO_A_BROWSER = {"endpoint", "devtools_json", "cdp"}
+# Routes that read their body themselves, of any size (browserhost/agents.py streams it on).
+OWN_BODY = {"agent"}
 
 
 class BadBody(ValueError):
@@ -125,7 +130,7 @@ class ControlHandler(BaseHTTPRequestHandler):
             self.answer(404, {"code": "not_found", "message": url.path})
             return
         try:
-            body = self.body(BODIES.get(endpoint))
+            body = None if endpoint in OWN_BODY else self.body(BODIES.get(endpoint))
         except BadBody as error:
             self.answer(error.status, {"code": error.code, "message": str(error)})
             return
@@ -235,6 +240,11 @@ class ControlHandler(BaseHTTPRequestHandler):
 
     def on_profile(self, hosted, load, query):
         self.answer(*self.host.running.load_profile(hosted, load))
+
+    def on_agent(self, hosted, _, query, rest):
+        # The path and query as they came, still escaped: the agent reads them as the app wrote them.
+        url = urlsplit(self.path)
+        agents.forward(self, hosted, url.path.split("/", 4)[4], url.query)
 
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from browserhost import cgroups, computer, launch, launch_options, profile_state, replays, sandbox, unsandboxed
+from browserhost import agents, cgroups, computer, launch, launch_options, profile_state, replays, sandbox, unsandboxed
 from browserhost.capture import Capture, LogTail, exit_metadata
 from browserhost.cdp import CdpClient, CdpError
 from lantern_wire import control
@@ -55,6 +55,8 @@ class Hosted:
     profile_given: bool = False
     loaded_storage: dict = field(default_factory=dict)  # origin -> a loaded profile's localStorage entry
     x_screen: tuple | None = None  # a headful browser's X screen (width, height): Xvfb's cannot change
+    # Its agent in its sandbox (files and processes), started on its first call; it ends with the sandbox.
+    agent: agents.SessionAgent = field(default_factory=agents.SessionAgent)
 
 
 class Registry:
