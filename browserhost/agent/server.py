@@ -120,10 +120,14 @@ class AgentHandler(BaseHTTPRequestHandler):
             if close:
                 close()  # a file or a generator's clean-up runs now, not whenever it is collected
 
-    def drain(self, request: Request | None):
-        """Read and drop the body's unread rest: closing a socket with unread data resets it, and the client
-        (still sending a body refused early, as a 413) would lose the answer."""
-        left = request.unread() if request else declared_length(self.headers.get("Content-Length"))
+    def drain(self, request: Request | None, to_end: bool = False):
+        """Read and drop the request's unread rest (its body's, or all the client sends with `to_end`): closing
+        a socket with unread data resets it, and a client still sending (a body refused early with a 413, a
+        request line too long) would lose the answer."""
+        if to_end:
+            left = None
+        else:
+            left = request.unread() if request else declared_length(self.headers.get("Content-Length"))
         try:
             self.connection.shutdown(socket.SHUT_WR)
             self.connection.settimeout(DRAIN_IDLE_SECONDS)
@@ -142,6 +146,7 @@ class AgentHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.write(json_answer(code, {"code": "bad_http_request", "message": message or self.responses.get(
             code, ("",))[0]}))
+        self.drain(None, to_end=True)
 
     def log_message(self, format, *args):
         log.info("%s " + format, "agent", *args)

@@ -1,0 +1,92 @@
+"""Landlock confinement (confine.py) on the running kernel: a confined process can no longer ptrace, read the
+memory of or (ABI >= 6) signal a process outside its domain, yet can do all of that to its own child; the same
+script unconfined can, so the tests can fail."""
+import json
+import signal
+import subprocess
+
+import pytest
+
+from browserhost.agent.confine import landlock_abi
+from tests.browserhost.agent.conftest import AGENT_PACKAGE, SYSTEM_PYTHON
+
+PROBE = r"""
+import ctypes, json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from agent.confine import confine
+outside = int(sys.argv[2])
+abi = confine() if sys.argv[3] == "confine" else 0
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+
+def attach(pid):
+    if libc.ptrace(PTRACE_ATTACH, pid, None, None) != 0:
+        return os.strerror(ctypes.get_errno())
+    os.waitpid(pid, getattr(os, "__WALL", 0x40000000))
+    libc.ptrace(PTRACE_DETACH, pid, None, None)
+    return "attached"
+
+def read_memory(pid):
+    try:
+        with open(f"/proc/{pid}/mem", "rb"):
+            return "opened"
+    except OSError as error:
+        return error.strerror
+
+def signal_it(pid):
+    try:
+        os.kill(pid, 0)
+        return "signalled"
+    except OSError as error:
+        return error.strerror
+
+child = subprocess.Popen(["sleep", "30"])
+result = {"abi": abi, "outside": {"ptrace": attach(outside), "mem": read_memory(outside),
+                                  "signal": signal_it(outside)},
+          "child": {"ptrace": attach(child.pid), "mem": read_memory(child.pid), "signal": signal_it(child.pid)}}
+child.kill()
+child.wait()
+print(json.dumps(result))
+"""
+
+
+def probe(tmp_path, mode: str) -> dict:
+    (tmp_path / "lib").mkdir(exist_ok=True)
+    if not (tmp_path / "lib" / "agent").exists():
+        (tmp_path / "lib" / "agent").symlink_to(AGENT_PACKAGE)
+    outside = subprocess.Popen(["sleep", "30"])
+    try:
+        done = subprocess.run([SYSTEM_PYTHON, "-I", "-S", "-c", PROBE, str(tmp_path / "lib"), str(outside.pid), mode],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert outside.poll() is None  # alive: nothing the probe did ended it
+        return json.loads(done.stdout)
+    finally:
+        outside.send_signal(signal.SIGKILL)
+        outside.wait()
+
+
+needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+
+
+@needs_landlock
+def test_unconfined_the_probe_reaches_the_outside_process(tmp_path):
+    result = probe(tmp_path, "free")
+    assert result["outside"] == {"ptrace": "attached", "mem": "opened", "signal": "signalled"}
+
+
+@needs_landlock
+def test_confined_the_probe_cannot_reach_outside_but_can_its_child(tmp_path):
+    result = probe(tmp_path, "confine")
+    assert result["abi"] == landlock_abi() >= 1
+    assert result["outside"]["ptrace"] == "Operation not permitted"
+    assert result["outside"]["mem"] in ("Permission denied", "Operation not permitted")
+    if result["abi"] >= 6:
+        assert result["outside"]["signal"] == "Operation not permitted"
+    assert result["child"] == {"ptrace": "attached", "mem": "opened", "signal": "signalled"}
+
+
+def test_the_agent_confines_itself_at_start(agent):
+    expected = f"confined by Landlock ABI {landlock_abi()}" if landlock_abi() >= 1 else "no Landlock"
+    assert expected in agent.log()
+
