@@ -2,13 +2,13 @@
 browsers.process ask, started by this host on the session's first such call; and the forwarding of those calls to
 it (control.py's ANY /sessions/{id}/agent/{fs|process}/...).
 
-The agent runs on the system's Python (`/usr/bin/python3 -I -S`: the host's virtualenv is not inside), its package
-bound read-only at /opt/lantern/agent, as the sandbox's user in the session's machine, in the session's tenant cgroup
-(browserhost/cgroups.py), where a browser's restart leaves it running. Its listening socket is bound by this host in
-the sandbox's devtools/ folder (root's, seen by nothing inside) and handed to it as its stdin; this host keeps no end
-of it, so a dead agent refuses connections and the next call starts another. Each call is forwarded as it came, its
-body and its answer streamed (never held), with the session's room (lantern_wire.control.ROOM_HEADER), one call per
-connection.
+The agent runs on the system's Python (`/usr/bin/python3 -I -S`: the host's virtualenv is not inside), a copy of its
+package bound read-only at /opt/lantern/agent, as the sandbox's user in the session's machine, in the session's
+tenant cgroup (browserhost/cgroups.py), where a browser's restart leaves it running. Its listening socket is bound by
+this host in the sandbox's devtools/ folder (root's, seen by nothing inside) and handed to it as its stdin; this host
+keeps no end of it, so a dead agent refuses connections and the next call starts another. Each call is forwarded as
+it came, its body and its answer streamed (never held), with the session's room (lantern_wire.control.ROOM_HEADER),
+one call per connection.
 """
 import logging
 import os
@@ -75,12 +75,13 @@ class SessionAgent:
             raise AgentUnavailable(f"This browser host has no {PYTHON}, which files and processes of a session need.",
                                    status=501, code="agent_not_installed")
         try:
+            package = box.readable_copy(AGENT_PACKAGE)
             listener = box.listener(AGENT_SOCKET)
         except OSError as error:
             raise AgentUnavailable(f"The session's agent could not be started ({error}); retry.") from None
         path = listener.getsockname()
         try:
-            process = box.popen(list(ARGV), binds=[(AGENT_PACKAGE, INSIDE_AGENT)], tenant=True, stdin=listener,
+            process = box.popen(list(ARGV), binds=[(package, INSIDE_AGENT)], tenant=True, stdin=listener,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         except (OSError, subprocess.SubprocessError, SandboxError) as error:
             raise AgentUnavailable(f"The session's agent could not be started ({error}); retry.") from None

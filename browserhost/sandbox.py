@@ -306,6 +306,19 @@ class Sandbox:
             raise
         return listener
 
+    def readable_copy(self, folder):
+        """A copy of the host's `folder` (a package the sandbox runs: the agent's) in the sandbox's own folder, which
+        the sandbox's user can walk (bubblewrap opens what it binds as that user, and the host's own folder may be in
+        a home it cannot enter); root's, readable by all. Made anew each time: the host's may have changed."""
+        copy = self.root / folder.name
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for path in (copy, *copy.rglob("*")):
+            os.chown(path, 0, 0, follow_symlinks=False)
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+        return copy
+
     def start_display(self, screen):
         return self.display  # started with the browser (popen's `screen`), inside
 

@@ -1,7 +1,9 @@
 """What every sandbox of a host gets (BROWSER_SANDBOX_* and BROWSER_* settings: SandboxPolicy), and whether this
 machine can make them (`probe`). browserhost/sandbox.py makes one per session.
 """
+import ctypes
 import ipaddress
+import logging
 import os
 import pwd
 import shutil
@@ -20,6 +22,12 @@ TOOLS = {"bwrap": "bubblewrap", "setpriv": "util-linux", "unshare": "util-linux"
          "slirp4netns": "slirp4netns", "sysctl": "procps", "mount": "mount", "dnsmasq": "dnsmasq-base",
          RELAY: "systemd"}
 DEVTOOLS_PORT = 9222
+# What a session's agent (browserhost/agents.py: its files and processes) needs of the machine: the system's Python,
+# and Landlock (its processes are confined with it, or refused: 501).
+AGENT_PYTHON = "/usr/bin/python3"
+LANDLOCK_CREATE_RULESET = 444  # the syscall's number, the same on x86-64 and arm64
+LANDLOCK_CREATE_RULESET_VERSION = 1
+logger = logging.getLogger(__name__)
 
 
 def parse_ports(text):
@@ -140,8 +148,33 @@ def probe(policy):
                                capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as error:
         return [*missing, f"trying a sandbox failed: {error}"]
+    for warning in agent_warnings():
+        logger.warning("files and processes of sessions: %s", warning)
     if trial.returncode != 0:
         missing.append(f"bubblewrap cannot make a user and pid namespace as {policy.user} with "
                        f"BROWSER_SANDBOX_DIR {policy.root} in it: {trial.stderr.strip() or trial.returncode} "
                        "(are unprivileged user namespaces enabled? can that user walk the path to that folder?)")
     return missing
+
+
+def agent_warnings():
+    """What this machine lacks for sessions' files and processes (browsers run without them), one sentence each."""
+    warnings = []
+    if not os.access(AGENT_PYTHON, os.X_OK):
+        warnings.append(f"no {AGENT_PYTHON} (apt-get install python3): their calls answer 501 agent_not_installed")
+    abi = landlock_abi()
+    if abi < 1:
+        warnings.append("the kernel has no Landlock (Linux 5.13 or later, with landlock in its lsm= list): a session's "
+                        "processes cannot be confined, and process calls answer 501 processes_not_confined")
+    elif abi < 6:
+        warnings.append(f"the kernel's Landlock is ABI {abi}, below 6 (Linux 6.12): a session's processes cannot be "
+                        "kept from signalling its browser's")
+    return warnings
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version (0: none, or disabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                           ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    return max(version, 0)

@@ -55,6 +55,9 @@ class FakeBox:
     def room(self):
         return self.room_bytes
 
+    def readable_copy(self, folder):
+        return folder
+
     def stop(self):
         for process in self.processes:
             process.kill()

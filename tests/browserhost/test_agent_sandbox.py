@@ -1,0 +1,95 @@
+"""A session's agent in a real sandbox (browserhost/agents.py, sandbox.py, cgroups.py): it runs as the sandbox's user
+in the session's tenant cgroup, outlives a browser's restart, and goes with the session's sandbox, leaving no cgroup;
+a tenant's process killed for memory is the tenant's, not the browser's, and the room follows what the tenant
+stores."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from browserhost import agents, sandbox, sandbox_policy
+from tests.live_server import cannot_sandbox
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def box(tmp_path):
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=256).create()
+    try:
+        yield box
+    finally:
+        box.destroy()
+
+
+def agent_python(box):
+    """The host pid of the agent's Python, in the tenant cgroup."""
+    return next(pid for pid in box.cgroup.tenant_pids()
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/usr/bin/python3\0-I\0-S\0"))
+
+
+def ask(agent, box, request):
+    """The agent's whole answer to `request` (bytes), on a new connection."""
+    with agent.connect(box) as upstream:
+        upstream.sendall(request)
+        answer = b""
+        while chunk := upstream.recv(65536):
+            answer += chunk
+    return answer
+
+
+def running(pid):
+    """Whether `pid` is a live process (not gone, not a zombie: one orphaned to the machine's init may stay one a
+    moment)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def status_field(pid, name):
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(name + ":"))
+    return line.split()[1]
+
+
+def test_the_agent_runs_as_the_sandbox_user_in_the_tenant_cgroup_survives_a_restart_and_goes_with_the_sandbox(box):
+    browser = box.popen(["/bin/sh", "-c", "sleep 60"], stdout=subprocess.DEVNULL)
+    agent = agents.SessionAgent()
+    answer = ask(agent, box, b"GET /fs/no-such-route HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 404 ") and b"Server: lantern-agent" in answer
+    python = agent_python(box)
+    assert int(status_field(python, "Uid")) == sandbox_policy.SandboxPolicy().ids()[0]
+    assert python not in box.cgroup.pids() and python in box.cgroup.pids(everything=True)
+    assert (Path(box.devtools_folder) / sandbox.AGENT_SOCKET).stat().st_mode & 0o777 == 0o600
+
+    box.stop_browser(browser, grace=1)  # as a restart for a new viewport does
+    assert browser.poll() is not None and running(python)
+    again = ask(agent, box, b"GET /fs/no-such-route HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+    assert again.startswith(b"HTTP/1.1 404 ") and agent_python(box) == python  # the same agent
+
+    box.destroy()
+    assert not running(python) and agent.process.poll() is not None
+    assert not box.cgroup.exists() and not any(folder.exists() for folder in box.cgroup.tenant_folders())
+    assert not box.root.exists()
+
+
+def test_a_tenants_process_killed_for_memory_is_not_the_browsers_and_the_room_follows_what_it_stores(box):
+    browser = box.popen(["/bin/sh", "-c", "sleep 60"], stdout=subprocess.DEVNULL)
+    tenant_cap = box.cgroup.tenant_limits()[0]
+    assert tenant_cap == 192 * MIB
+    room = box.room()
+    assert 100 * MIB < room <= tenant_cap
+    stored = box.popen(["/bin/sh", "-c", "head -c 50000000 /dev/zero > /home/kernel/big; readlink /home/kernel"],
+                       tenant=True, stdout=subprocess.PIPE, text=True)
+    assert stored.communicate(timeout=30)[0].strip() == "/home/session" and stored.returncode == 0
+    assert room - box.room() >= 45 * MIB  # the file is memory of the tenant, which it can no longer use
+
+    hog = box.popen(["/usr/bin/python3", "-c", "x = bytearray(300 * 1024 * 1024)"], tenant=True,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hog.wait(timeout=30)
+    assert eventually(lambda: box.cgroup.oom_kills(tenant=True) >= 1, 5, interval=0.1)
+    assert box.oom_kills() == 0 and browser.poll() is None  # the session goes on
+    browser.kill()
+    browser.wait()
