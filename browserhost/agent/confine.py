@@ -17,7 +17,6 @@ LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11
 LANDLOCK_SCOPE_SIGNAL = 1 << 1
 SIGNAL_SCOPE_ABI = 6
 PR_SET_NO_NEW_PRIVS = 38
-confined_abi = 0  # the ABI this process was confined with (0: not confined); set once by confine()
 
 
 class RulesetAttr(ctypes.Structure):
@@ -35,11 +34,6 @@ def landlock_abi() -> int:
     abi = libc().syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
                          ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
     return max(abi, 0)
-
-
-def current_abi() -> int:
-    """The Landlock ABI this process is confined with, 0 when it is not confined."""
-    return confined_abi
 
 
 def confine() -> int:
@@ -62,7 +56,5 @@ def confine() -> int:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    global confined_abi
-    confined_abi = abi
     log.info("confined by Landlock ABI %d", abi)
     return abi

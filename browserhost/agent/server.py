@@ -1,6 +1,5 @@
 """The agent's HTTP server: HTTP/1.1 on a Unix socket, one request per connection, a thread per connection; it
 routes each request to the handler of files, watches or processes and writes the handler's answer as it comes."""
-import importlib
 import logging
 import re
 import socket
@@ -9,29 +8,19 @@ from http.server import BaseHTTPRequestHandler
 from socketserver import ThreadingMixIn, UnixStreamServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from . import files, processes, transfer, watches
 from .http import AgentError, Answer, Headers, Request, json_answer, os_refusal
 
 log = logging.getLogger("agent")
-ROUTE_MODULES = ("files", "transfer", "watches", "processes")
 SOCKET_TIMEOUT = 120.0  # a client that neither sends nor reads for this long is gone
 DRAIN_SECONDS = 30.0  # how long an unread request body is read and dropped so the client sees the answer
 DRAIN_IDLE_SECONDS = 5.0
 
 
 def load_routes() -> list[tuple[str, re.Pattern, object]]:
-    """The route tables of the agent's modules, each pattern compiled; a module not written yet is skipped."""
-    routes = []
-    for name in ROUTE_MODULES:
-        try:
-            module = importlib.import_module(f".{name}", __package__)
-        except ModuleNotFoundError as error:
-            if error.name != f"{__package__}.{name}":
-                raise
-            log.warning("no module %s: its routes are not served", name)
-            continue
-        for method, pattern, handler in getattr(module, "ROUTES", ()):
-            routes.append((method, compile_pattern(pattern), handler))
-    return routes
+    """The route tables of the agent's modules, each pattern compiled."""
+    return [(method, compile_pattern(pattern), handler)
+            for module in (files, transfer, watches, processes) for method, pattern, handler in module.ROUTES]
 
 
 def compile_pattern(pattern: str) -> re.Pattern:
