@@ -15,10 +15,11 @@ wait, or pass the work to another thread. Flattened sessions (attachToTarget / s
 with flatten=True) are one `sessionId` field on the same socket: `call(..., session_id=...)`
 addresses one, and handlers receive the event's session id (None for browser-level events).
 
-`max_message` bounds what the client holds of one message (cdp_frames.py): a longer one is skipped by
-length while it is read; an answer's call fails with CdpError, an event goes to `on_oversized(method,
-size)` (the method as its first bytes name it). websocket-client makes the connection and sends;
-the reader thread reads the frames itself.
+`max_message` bounds what the client holds of one message (cdp_frames.py; MAX_MESSAGE unless a smaller bound is
+given: what a session's browser sends is the session's to make large, and while Chromium restarts, a process of the
+session could listen on its DevTools port and answer the host): a longer one is skipped by length while it is
+read; an answer's call fails with CdpError, an event goes to `on_oversized(method, size)` (the method as its first
+bytes name it). websocket-client makes the connection and sends; the reader thread reads the frames itself.
 
 Plain threads and blocking sockets: the browser host is a thread-based program.
 """
@@ -32,6 +33,7 @@ import threading
 import websocket
 
 from browserhost.cdp_frames import FrameReader, Oversized
+from lantern_wire import control
 from lantern_wire.devtools import DevTools
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 # Chromium writes an answer's "id" and an event's "method" first: a skipped message is named by its first bytes.
 ANSWER_ID = re.compile(rb'^\{"id":(\d+)')
 EVENT_METHOD = re.compile(rb'^\{"method":"([A-Za-z0-9_.]{1,100})"')
+MAX_MESSAGE = control.MAX_JSON_BYTES  # the most of one message any client of the host holds
 
 
 class CdpError(RuntimeError):
@@ -59,9 +62,9 @@ class _Waiter:
 
 class CdpClient:
     """One DevTools WebSocket (browser- or page-level). `timeout` bounds the connect and,
-    unless a call gives its own, each call; `max_message` (bytes, None: no bound) each message read."""
+    unless a call gives its own, each call; `max_message` (bytes, at most MAX_MESSAGE) each message read."""
 
-    def __init__(self, endpoint, timeout=10.0, *, max_message=None, on_oversized=None):
+    def __init__(self, endpoint, timeout=10.0, *, max_message=MAX_MESSAGE, on_oversized=None):
         """`endpoint`: a ws:// URL, or a browser's DevTools (its browser-level socket)."""
         ws_url = endpoint.ws_url() if isinstance(endpoint, DevTools) else endpoint
         self.ws_url = ws_url
@@ -74,9 +77,9 @@ class CdpClient:
         except (OSError, websocket.WebSocketException) as error:
             raise CdpError(f"cannot connect to {ws_url}: {error}") from None
         self._ws.settimeout(None)  # the reader waits as long as the browser is quiet
-        self.max_message = max_message
+        self.max_message = min(max_message or MAX_MESSAGE, MAX_MESSAGE)
         self._on_oversized = on_oversized
-        self._frames = FrameReader(self._ws.sock, max_message=max_message, on_ping=self._ws.pong)
+        self._frames = FrameReader(self._ws.sock, max_message=self.max_message, on_ping=self._ws.pong)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._waiters = {}
