@@ -2,12 +2,17 @@
 in the session's tenant cgroup, outlives a browser's restart, and goes with the session's sandbox, leaving no cgroup;
 a tenant's process killed for memory is the tenant's, not the browser's, and the room follows what the tenant
 stores."""
+import http.client
 import subprocess
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from browserhost import agents, sandbox, sandbox_policy
+from browserhost.unsandboxed import xvfb_available
+from tests.browserhost.helpers import CHROMIUM, host_server, needs_chromium
 from tests.live_server import cannot_sandbox
 from tests.waiting import eventually
 
@@ -93,3 +98,45 @@ def test_a_tenants_process_killed_for_memory_is_not_the_browsers_and_the_room_fo
     assert box.oom_kills() == 0 and browser.poll() is None  # the session goes on
     browser.kill()
     browser.wait()
+
+
+@pytest.mark.skipif(not xvfb_available(), reason="Xvfb is not installed (apt-get install xvfb)")
+@needs_chromium
+def test_through_the_host_the_agent_outlives_chromiums_restart_and_ends_with_the_session(tmp_path, monkeypatch):
+    server = host_server(tmp_path)
+    server.starts.binary = CHROMIUM
+    monkeypatch.setattr(server.registry, "watch", lambda hosted: None)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_class())
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        status, answer = server.starts.start_browser({"session_id": "s1", "headless": False,
+                                                      "viewport": {"width": 800, "height": 600}})
+        assert status == 201, answer
+        hosted = server.registry.hosted["s1"]
+        box = hosted.box
+
+        def call():
+            connection = http.client.HTTPConnection("127.0.0.1", httpd.server_address[1], timeout=30)
+            try:
+                connection.request("GET", "/sessions/s1/agent/fs/no-such-route",
+                                   headers={"Authorization": f"Bearer {server.control_key}"})
+                answer = connection.getresponse()
+                return answer.status, answer.headers["Server"], answer.read()
+            finally:
+                connection.close()
+
+        status, served_by, _ = call()
+        assert status == 404 and served_by.startswith("lantern-agent")
+        python, chromium = agent_python(box), hosted.browser.pid
+        assert server.running.resize(hosted, {"width": 1600, "height": 1000, "restart": True}) == \
+            (200, {"restarted": True})
+        assert hosted.browser.pid != chromium and running(python) and agent_python(box) == python
+        assert call()[0] == 404 and agent_python(box) == python  # the same agent answers
+
+        server.registry.stop_browser("s1", save=False, reason=None)
+        assert not running(python) and not box.cgroup.exists() and not box.root.exists()
+    finally:
+        for session_id in list(server.registry.hosted):
+            server.registry.stop_browser(session_id, save=False, reason=None)
+        httpd.shutdown()
+        httpd.server_close()
