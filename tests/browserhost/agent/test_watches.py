@@ -1,0 +1,203 @@
+"""The agent's file watches on the real agent and real inotify: the events of each kind, recursion into new
+folders, several readers, resume with Last-Event-ID, overflow, the limit of watches, the end of a stopped watch."""
+import os
+import threading
+import time
+
+import pytest
+
+from browserhost.agent import watches
+from tests.browserhost.agent.sse import frames
+
+
+def start(agent, path, recursive=False) -> str:
+    answer = agent.call("POST", "/fs/watch", json_body={"path": str(path), "recursive": recursive})
+    assert answer.status == 200, answer.body
+    return answer.json()["watch_id"]
+
+
+def events(agent, watch_id, last_event_id=None):
+    headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+    return agent.open("GET", f"/fs/watch/{watch_id}/events", headers=headers)
+
+
+def collect(answer, count: int):
+    """The first `count` events of a stream (keep-alives skipped)."""
+    found = []
+    for frame in frames(answer):
+        if frame.data is not None:
+            found.append(frame)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"the stream ended after {found}")
+
+
+def kinds(found):
+    return [(frame.data["type"], frame.data["path"]) for frame in found]
+
+
+def stop(agent, watch_id):
+    assert agent.call("DELETE", f"/fs/watch/{watch_id}").status == 204
+
+
+def test_a_watch_sees_create_write_delete_and_rename(agent, tmp_path):
+    watch_id = start(agent, tmp_path)
+    stream = events(agent, watch_id)
+    (tmp_path / "a.txt").write_text("hello")
+    os.rename(tmp_path / "a.txt", tmp_path / "b.txt")
+    (tmp_path / "b.txt").unlink()
+    (tmp_path / "folder").mkdir()
+    found = collect(stream, 6)
+    assert kinds(found) == [("CREATE", f"{tmp_path}/a.txt"), ("WRITE", f"{tmp_path}/a.txt"),
+                            ("RENAME", f"{tmp_path}/a.txt"), ("CREATE", f"{tmp_path}/b.txt"),
+                            ("DELETE", f"{tmp_path}/b.txt"), ("CREATE", f"{tmp_path}/folder")]
+    assert found[0].data == {"type": "CREATE", "path": f"{tmp_path}/a.txt", "name": "a.txt", "is_dir": False}
+    assert found[-1].data["is_dir"] is True
+    assert [frame.id for frame in found] == [1, 2, 3, 4, 5, 6]
+    stop(agent, watch_id)
+    stream.close()
+
+
+def test_a_recursive_watch_follows_new_folders(agent, tmp_path):
+    (tmp_path / "old").mkdir()
+    watch_id = start(agent, tmp_path, recursive=True)
+    stream = events(agent, watch_id)
+    (tmp_path / "old" / "x").write_bytes(b"")
+    (tmp_path / "new" / "deeper").mkdir(parents=True)
+    time.sleep(0.3)
+    (tmp_path / "new" / "deeper" / "y").write_bytes(b"1")
+    found = kinds(collect(stream, 5))
+    assert found[:3] == [("CREATE", f"{tmp_path}/old/x"), ("CREATE", f"{tmp_path}/new"),
+                         ("CREATE", f"{tmp_path}/new/deeper")]
+    assert found[3:] == [("CREATE", f"{tmp_path}/new/deeper/y"), ("WRITE", f"{tmp_path}/new/deeper/y")]
+    stop(agent, watch_id)
+    stream.close()
+
+
+def test_a_plain_watch_does_not_look_into_folders(agent, tmp_path):
+    (tmp_path / "sub").mkdir()
+    watch_id = start(agent, tmp_path)
+    stream = events(agent, watch_id)
+    (tmp_path / "sub" / "hidden").write_bytes(b"")
+    (tmp_path / "seen").write_bytes(b"")
+    assert kinds(collect(stream, 1)) == [("CREATE", f"{tmp_path}/seen")]
+    stop(agent, watch_id)
+    stream.close()
+
+
+def test_many_writes_to_one_file_are_one_write_until_read(agent, tmp_path):
+    watch_id = start(agent, tmp_path)
+    with open(tmp_path / "log", "wb", buffering=0) as file:
+        for _ in range(2000):
+            file.write(b"x")
+    (tmp_path / "after").write_bytes(b"")
+    found = kinds(collect(events(agent, watch_id), 3))
+    assert found == [("CREATE", f"{tmp_path}/log"), ("WRITE", f"{tmp_path}/log"), ("CREATE", f"{tmp_path}/after")]
+    stop(agent, watch_id)
+
+
+def test_every_reader_sees_every_event_and_resumes(agent, tmp_path):
+    watch_id = start(agent, tmp_path)
+    first, second = events(agent, watch_id), events(agent, watch_id)
+    for name in ("one", "two", "three"):
+        (tmp_path / name).mkdir()
+    seen_first, seen_second = collect(first, 3), collect(second, 3)
+    assert seen_first == seen_second
+    resumed = collect(events(agent, watch_id, seen_first[0].id), 2)
+    assert resumed == seen_first[1:]
+    late = collect(events(agent, watch_id), 3)
+    assert late == seen_first
+    for bad in ("x", "99"):
+        answer = agent.call("GET", f"/fs/watch/{watch_id}/events", headers={"Last-Event-ID": bad})
+        assert (answer.status, answer.json()["code"]) == (400, "invalid_last_event_id")
+    stop(agent, watch_id)
+
+
+def test_the_buffer_drops_the_oldest_and_says_how_many(agent, tmp_path):
+    watch_id = start(agent, tmp_path)
+    total = watches.BUFFER_EVENTS + 200
+    for index in range(total):
+        (tmp_path / f"d{index}").mkdir()
+    wait = time.monotonic() + 10
+    while True:  # the agent reads inotify's queue on its own pace
+        found = collect(events(agent, watch_id), 1)
+        if found[0].data["type"] == "OVERFLOW" and found[0].data["dropped"] == 200:
+            break
+        assert time.monotonic() < wait, found
+        time.sleep(0.1)
+    joined = collect(events(agent, watch_id), watches.BUFFER_EVENTS + 1)
+    assert joined[0].data == {"type": "OVERFLOW", "path": str(tmp_path), "dropped": 200} and joined[0].id == 200
+    assert joined[1].data["path"] == f"{tmp_path}/d200" and joined[-1].data["path"] == f"{tmp_path}/d{total - 1}"
+    resumed = collect(events(agent, watch_id, 150), 2)
+    assert resumed[0].data["dropped"] == 50 and resumed[1].data["path"] == f"{tmp_path}/d200"
+    stop(agent, watch_id)
+
+
+def test_a_stopped_watch_ends_its_streams_and_is_gone(agent, tmp_path):
+    watch_id = start(agent, tmp_path)
+    stream = events(agent, watch_id)
+    ended = threading.Event()
+
+    def read():
+        list(frames(stream))
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    time.sleep(0.2)
+    stop(agent, watch_id)
+    assert ended.wait(5)
+    assert agent.call("GET", f"/fs/watch/{watch_id}/events").status == 404
+    assert agent.call("DELETE", f"/fs/watch/{watch_id}").status == 404
+
+
+def test_at_most_16_watches(agent, tmp_path):
+    ids = [start(agent, tmp_path) for _ in range(watches.MAX_WATCHES)]
+    answer = agent.call("POST", "/fs/watch", json_body={"path": str(tmp_path)})
+    assert (answer.status, answer.json()["code"]) == (400, "too_many_watches")
+    stop(agent, ids.pop())
+    ids.append(start(agent, tmp_path))
+    for watch_id in ids:
+        stop(agent, watch_id)
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    ({"path": "relative"}, 400, "invalid_path"),
+    ({"path": ""}, 400, "invalid_path"),
+    ({"path": "/a\0b"}, 400, "invalid_path"),
+    ({"path": "/run/lantern"}, 400, "path_not_allowed"),
+    ({"path": "/no/such/folder"}, 404, "not_found"),
+    ({"path": "/tmp", "recursive": "yes"}, 400, "invalid_recursive"),
+    ({}, 400, "invalid_path"),
+])
+def test_bad_watches_are_refused(agent, body, status, code):
+    answer = agent.call("POST", "/fs/watch", json_body=body)
+    assert (answer.status, answer.json()["code"]) == (status, code)
+
+
+def test_deleting_the_watched_folder_is_told(agent, tmp_path):
+    folder = tmp_path / "watched"
+    folder.mkdir()
+    (folder / "inside").write_bytes(b"")
+    watch_id = start(agent, folder, recursive=True)
+    stream = events(agent, watch_id)
+    (folder / "inside").unlink()
+    folder.rmdir()
+    found = collect(stream, 2)
+    assert kinds(found) == [("DELETE", f"{folder}/inside"), ("DELETE", str(folder))]
+    assert found[1].data["is_dir"] is True
+    stop(agent, watch_id)
+    stream.close()
+
+
+def test_a_folder_renamed_inside_a_recursive_watch_is_told_under_its_new_name(agent, tmp_path):
+    (tmp_path / "before").mkdir()
+    watch_id = start(agent, tmp_path, recursive=True)
+    stream = events(agent, watch_id)
+    os.rename(tmp_path / "before", tmp_path / "after")
+    time.sleep(0.3)
+    (tmp_path / "after" / "file").write_bytes(b"")
+    found = collect(stream, 3)
+    assert kinds(found) == [("RENAME", f"{tmp_path}/before"), ("CREATE", f"{tmp_path}/after"),
+                            ("CREATE", f"{tmp_path}/after/file")]
+    stop(agent, watch_id)
+    stream.close()
