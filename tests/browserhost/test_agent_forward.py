@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from browserhost import agents
+from browserhost import agents, sandbox_policy
 from browserhost.registry import Hosted
 from browserhost.unsandboxed import HostBox
 from lantern_wire import control
@@ -245,3 +245,18 @@ def test_the_request_head_escapes_nothing_and_a_line_break_in_a_header_is_refuse
         raw.sendall(b"GET /sessions/s1/agent/fs/echo HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer "
                     + host.control_key.encode() + b"\r\nAccept: a\r\n b\r\nContent-Length: 0\r\n\r\n")
         assert raw.recv(4096).startswith(b"HTTP/1.1 400 ")
+
+
+def test_without_the_system_python_calls_answer_501_and_the_probe_warns(host, monkeypatch):
+    monkeypatch.setattr(agents.os, "access", lambda path, mode: path != agents.PYTHON)
+    status, _, body = call(host, "GET", "fs/echo")
+    assert status == 501 and json.loads(body)["code"] == "agent_not_installed" and not host.box.started
+
+    monkeypatch.setattr(sandbox_policy, "landlock_abi", lambda: 0)
+    [python, landlock] = sandbox_policy.agent_warnings()
+    assert "no /usr/bin/python3" in python and "no Landlock" in landlock
+    monkeypatch.undo()
+    monkeypatch.setattr(sandbox_policy, "landlock_abi", lambda: 5)
+    assert ["signalling" in warning for warning in sandbox_policy.agent_warnings()] == [True]
+    monkeypatch.setattr(sandbox_policy, "landlock_abi", lambda: 7)
+    assert sandbox_policy.agent_warnings() == []
