@@ -24,6 +24,7 @@ from .output import Journal
 
 MAX_LIVE = 64
 KEEP_EXITED_SECONDS = 300.0
+MAX_KEPT_EXITED = 128  # beyond it the oldest exited go first: each keeps its ring, memory of the agent
 RING_BYTES = 1024 * 1024
 EXEC_OUTPUT_BYTES = 8 * 1024 * 1024  # kept per stream of an exec; the rest is dropped and said so
 TIMEOUT_RANGE = (1, 86400)
@@ -293,7 +294,8 @@ class Spawned:
 
 
 class Table:
-    """Spawned processes by id; an exited one is forgotten KEEP_EXITED_SECONDS after its end."""
+    """Spawned processes by id; an exited one is forgotten KEEP_EXITED_SECONDS after its end (sooner when more
+than MAX_KEPT_EXITED have exited)."""
 
     def __init__(self):
         self.processes: dict[str, Spawned] = {}
@@ -301,8 +303,8 @@ class Table:
 
     def add(self, spawned: Spawned) -> None:
         with self.lock:
-            self.forget_old()
             self.processes[spawned.id] = spawned
+            self.forget_old()
 
     def get(self, process_id: str) -> Spawned:
         with self.lock:
@@ -315,9 +317,11 @@ class Table:
 
     def forget_old(self) -> None:
         limit = time.monotonic() - KEEP_EXITED_SECONDS
-        for process_id in [key for key, spawned in self.processes.items()
-                           if spawned.exited_at is not None and spawned.exited_at < limit]:
-            del self.processes[process_id]
+        exited = sorted((spawned.exited_at, key) for key, spawned in self.processes.items()
+                        if spawned.exited_at is not None)
+        for index, (exited_at, process_id) in enumerate(exited):
+            if exited_at < limit or index < len(exited) - MAX_KEPT_EXITED:
+                del self.processes[process_id]
 
 
 TABLE = Table()

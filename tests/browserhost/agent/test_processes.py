@@ -352,6 +352,15 @@ def test_an_exited_process_is_kept_300_seconds_then_forgotten():
     assert refusal.value.status == 404
 
 
+def test_only_the_newest_exited_processes_are_kept(monkeypatch):
+    monkeypatch.setattr(processes, "MAX_KEPT_EXITED", 2)
+    table = processes.Table()
+    now = time.monotonic()
+    for process_id, exited_at in (("first", now - 3), ("running", None), ("second", now - 2), ("third", now - 1)):
+        table.add(Ended(process_id, exited_at))
+    assert sorted(table.processes) == ["running", "second", "third"]
+
+
 def request(body: bytes) -> Request:
     return Request("POST", "/process/spawn", {}, Headers([("Content-Length", str(len(body)))]), io.BytesIO(body))
 
