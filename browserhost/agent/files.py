@@ -172,6 +172,8 @@ def check_session_user(value, field: str, names_of_id, own_id: int) -> None:
     """owner/group may only name the session's own user or group: a session has one user."""
     if value is None:
         return
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     accepted = set(SESSION_NAMES) | {str(own_id)}
     try:
         accepted.add(names_of_id(own_id))

@@ -94,12 +94,17 @@ def zip_chunks(root: str):
         for folder, folders, files in os.walk(root):
             relative = os.path.relpath(folder, root)
             if relative != ".":
-                archive.mkdir(relative)
+                archive.mkdir(zip_name(relative))
             for name in sorted(folders) + sorted(files):
-                yield from zip_entry(archive, sink, os.path.join(folder, name), os.path.relpath(
-                    os.path.join(folder, name), root))
+                path = os.path.join(folder, name)
+                yield from zip_entry(archive, sink, path, zip_name(os.path.relpath(path, root)))
             yield sink.take()
     yield sink.take()
+
+
+def zip_name(relative: str) -> str:
+    """A name zip can hold (UTF-8): bytes of a file name that are not UTF-8 become U+FFFD."""
+    return relative.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def zip_entry(archive: zipfile.ZipFile, sink: ChunkSink, path: str, name: str):
@@ -216,6 +221,8 @@ class Staging:
             os.fchmod(target.fileno(), mode)  # the mode asked for, whatever the umask
 
     def commit(self) -> None:
+        for _, path in self.temporaries:
+            check_file_target(path, "path")  # a folder may have been made there since: better none renamed
         for temporary, path in self.temporaries:
             os.rename(temporary, path)
 

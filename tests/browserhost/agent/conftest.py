@@ -3,13 +3,18 @@ the package imported as `agent`, its listening socket as stdin), but unsandboxed
 that speaks HTTP to it over its Unix socket."""
 import http.client
 import json
+import os
+import pwd
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+SESSION_USER = "lantern-browser"  # the sandbox's user, installed on this machine
 AGENT_PACKAGE = Path(__file__).resolve().parents[3] / "browserhost" / "agent"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -38,7 +43,7 @@ class Reply:
 class RunningAgent:
     """A running agent and a client of it. Paths in requests are the test's absolute tmp paths."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, user: str | None = None):
         self.folder = folder
         self.socket_path = str(folder / "agent.sock")
         (folder / "lib").mkdir()
@@ -48,9 +53,10 @@ class RunningAgent:
         listener.bind(self.socket_path)
         listener.listen(64)
         code = f"import sys; sys.path.insert(0, {str(folder / 'lib')!r}); from agent.__main__ import main; main()"
+        identity = {"user": user, "group": user, "extra_groups": []} if user else {}
         with listener, open(self.log_path, "wb") as log:
             self.process = subprocess.Popen([SYSTEM_PYTHON, "-I", "-S", "-c", code], stdin=listener,
-                                            stdout=log, stderr=log, cwd=folder)
+                                            stdout=log, stderr=log, cwd=folder, **identity)
         self.pid = self.process.pid
 
     def open(self, method: str, path: str, body=None, headers: dict | None = None, json_body=None,
@@ -113,3 +119,28 @@ def agent(tmp_path_factory):
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture
+def user_agent():
+    """A running agent as the sandbox's user, as in a session, and a folder of that user's for its files (the
+    pytest tmp folders are root's alone). Yields (agent, folder)."""
+    try:
+        user = pwd.getpwnam(SESSION_USER)
+    except KeyError:
+        pytest.skip(f"no user {SESSION_USER}")
+    top = Path(tempfile.mkdtemp(prefix="lantern-agent-"))
+    try:
+        top.chmod(0o755)
+        work = top / "work"
+        work.mkdir()
+        os.chown(work, user.pw_uid, user.pw_gid)
+        (top / "run").mkdir()
+        running = RunningAgent(top / "run", user=SESSION_USER)
+        try:
+            wait_until_serving(running)
+            yield running, work
+        finally:
+            running.stop()
+    finally:
+        shutil.rmtree(top)

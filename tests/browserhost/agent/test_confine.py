@@ -4,6 +4,7 @@ script unconfined can, so the tests can fail."""
 import json
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,12 @@ def test_the_agent_confines_itself_at_start(agent):
     expected = f"confined by Landlock ABI {landlock_abi()}" if landlock_abi() >= 1 else "no Landlock"
     assert expected in agent.log()
 
+
+
+def test_the_agent_as_the_session_user_confines_itself(user_agent):
+    """Unprivileged, Landlock needs no_new_privs first: confine() sets it."""
+    agent, _ = user_agent
+    if landlock_abi() >= 1:
+        assert f"confined by Landlock ABI {landlock_abi()}" in agent.log()
+        status = Path(f"/proc/{agent.pid}/status").read_text()
+        assert "NoNewPrivs:\t1" in status

@@ -1,6 +1,7 @@
 """The agent's files calls on names and metadata, through the real agent: what they do, and every refusal as a
 4xx in the API's shape."""
 import os
+import pwd
 import stat
 from datetime import datetime, timezone
 from urllib.parse import quote
@@ -8,6 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from browserhost.agent.files import go_mode_string
+from tests.browserhost.agent.conftest import SESSION_USER
 
 
 def info(agent, path):
@@ -191,3 +193,32 @@ def test_list_files_of_a_file_is_400_and_of_nothing_404(agent, tmp_path):
 ])
 def test_mode_strings_are_go_file_mode_strings(st_mode, expected):
     assert go_mode_string(st_mode) == expected
+
+
+def test_set_file_permissions_takes_the_session_user_as_a_number(agent, tmp_path):
+    (tmp_path / "f").write_text("x")
+    reply = put(agent, "set_file_permissions", path=str(tmp_path / "f"), mode="600", owner=os.getuid())
+    assert reply.status == 200
+    assert put(agent, "set_file_permissions", path=str(tmp_path / "f"), mode="600", owner=12345).status == 400
+
+
+def test_as_the_session_user_what_it_may_not_touch_is_403(user_agent):
+    agent, work = user_agent
+    locked = work / "locked"
+    locked.mkdir(mode=0o755)  # root's: the session's user may read it, not write in it
+    reply = agent.call("PUT", f"/fs/write_file?path={quote(str(locked / 'f'))}", body=b"x")
+    assert reply.status == 403 and reply.json()["code"] == "permission_denied"
+    assert put(agent, "create_directory", path=str(locked / "d")).status == 403
+    assert put(agent, "set_file_permissions", path=str(locked), mode="777").status == 403
+    assert os.listdir(locked) == []
+
+
+def test_as_the_session_user_files_are_its_own(user_agent):
+    agent, work = user_agent
+    user = pwd.getpwnam(SESSION_USER)
+    assert agent.call("PUT", f"/fs/write_file?path={quote(str(work / 'f'))}", body=b"mine").status == 201
+    assert (work / "f").stat().st_uid == user.pw_uid
+    for owner in ("session", "kernel", SESSION_USER, str(user.pw_uid)):
+        assert put(agent, "set_file_permissions", path=str(work / "f"), mode="600", owner=owner).status == 200
+    assert put(agent, "set_file_permissions", path=str(work / "f"), mode="600", owner="root").status == 400
+    assert put(agent, "set_file_permissions", path=str(work / "f"), mode="600", group="root").status == 400

@@ -237,3 +237,16 @@ def test_a_413_reaches_a_client_still_sending(agent, tmp_path):
     thread.start()
     thread.join(30)
     assert results and results[0].status == 413
+
+
+def test_put_files_onto_a_folder_it_makes_writes_nothing(agent, tmp_path):
+    reply = put_files(agent, [(tmp_path / "one", b"first"), (tmp_path / "same", b"second")],
+                      directories=[tmp_path / "same"])
+    assert reply.status == 400 and reply.json()["code"] == "is_a_directory"
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_download_dir_zip_names_that_are_not_utf8(agent, tmp_path):
+    (tmp_path / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name")
+    archive = zipfile.ZipFile(io.BytesIO(agent.call("GET", f"/fs/download_dir_zip?path={q(tmp_path)}").body))
+    assert archive.namelist() == ["caf\ufffd.txt"] and archive.read("caf\ufffd.txt") == b"latin-1 name"
