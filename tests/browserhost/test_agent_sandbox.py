@@ -2,7 +2,9 @@
 in the session's tenant cgroup, outlives a browser's restart, and goes with the session's sandbox, leaving no cgroup;
 a tenant's process killed for memory is the tenant's, not the browser's, and the room follows what the tenant
 stores."""
+import base64
 import http.client
+import json
 import subprocess
 import threading
 from http.server import ThreadingHTTPServer
@@ -115,10 +117,10 @@ def test_through_the_host_the_agent_outlives_chromiums_restart_and_ends_with_the
         hosted = server.registry.hosted["s1"]
         box = hosted.box
 
-        def call():
+        def call(method="GET", rest="fs/no-such-route", body=None):
             connection = http.client.HTTPConnection("127.0.0.1", httpd.server_address[1], timeout=30)
             try:
-                connection.request("GET", "/sessions/s1/agent/fs/no-such-route",
+                connection.request(method, f"/sessions/s1/agent/{rest}", body=body,
                                    headers={"Authorization": f"Bearer {server.control_key}"})
                 answer = connection.getresponse()
                 return answer.status, answer.headers["Server"], answer.read()
@@ -127,6 +129,20 @@ def test_through_the_host_the_agent_outlives_chromiums_restart_and_ends_with_the
 
         status, served_by, _ = call()
         assert status == 404 and served_by.startswith("lantern-agent")
+        data = bytes(range(256)) * 32 * 1024  # 8 MiB
+        assert call("PUT", "fs/write_file?path=/home/kernel/Downloads/a.bin", data)[0] == 201
+        assert call("GET", "fs/read_file?path=/home/session/Downloads/a.bin")[2] == data
+        status, _, body = call("POST", "process/exec", json.dumps({"command": "id", "args": ["-u"]}).encode())
+        assert status == 200 and base64.b64decode(json.loads(body)["stdout_b64"]) == \
+            f"{sandbox_policy.SandboxPolicy().ids()[0]}\n".encode()
+        status, _, body = call("POST", "process/spawn", json.dumps({"command": "sleep", "args": ["61"]}).encode())
+        assert status == 200, body
+        def commands():
+            return [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in box.cgroup.tenant_pids()]
+
+        # What the agent runs is in the tenant's cgroup.
+        assert eventually(lambda: any(c.endswith(b"sleep\x0061\x00") for c in commands()), 5, interval=0.05), \
+            commands()
         python, chromium = agent_python(box), hosted.browser.pid
         assert server.running.resize(hosted, {"width": 1600, "height": 1000, "restart": True}) == \
             (200, {"restarted": True})
