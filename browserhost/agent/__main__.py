@@ -4,11 +4,13 @@ import logging
 import os
 import socket
 import sys
+from logging.handlers import RotatingFileHandler
 
 from .confine import confine
 from .server import serve
 
 LOG_FOLDER = "/run/lantern"
+LOG_BYTES = 128 * 1024  # /run/lantern is a small tmpfs the DevTools and display logs share: two files at most
 
 
 def main() -> None:
@@ -20,10 +22,11 @@ def main() -> None:
 def start_log() -> None:
     """The agent's log goes to the session's /run/lantern/agent.log (the host reads it); to stderr without it."""
     options = {"format": "%(asctime)s %(levelname)s %(message)s", "level": logging.INFO}
-    if os.path.isdir(LOG_FOLDER):
-        logging.basicConfig(filename=os.path.join(LOG_FOLDER, "agent.log"), **options)
-    else:
-        logging.basicConfig(stream=sys.stderr, **options)
+    try:
+        handler = RotatingFileHandler(os.path.join(LOG_FOLDER, "agent.log"), maxBytes=LOG_BYTES, backupCount=1)
+    except OSError:  # no such folder (tests) or not writable: a log is no reason not to serve
+        handler = logging.StreamHandler(sys.stderr)
+    logging.basicConfig(handlers=[handler], **options)
 
 
 if __name__ == "__main__":
