@@ -48,7 +48,9 @@ def register_blueprints(api):
     from app.auth_connections.hosted import blp as hosted_blp
     from app.auth_connections.views import blp as auth_connections_blp
     from app.browsers.computer_views import blp as computer_blp
+    from app.browsers.fs_views import blp as fs_blp
     from app.browsers.invocation_views import blp as invocation_browsers_blp
+    from app.browsers.process_views import blp as process_blp
     from app.browsers.views import blp as browsers_blp
     from app.core.home import blp as home_blp
     from app.credentials.views import credentials_blp, providers_blp
@@ -60,7 +62,7 @@ def register_blueprints(api):
 
     for blueprint in (home_blp, api_keys_blp, projects_blp, legacy_blp, org_limits_blp, providers_blp, credentials_blp,
                       profiles_blp, extensions_blp, invocations_blp, invocation_browsers_blp, browsers_blp,
-                      computer_blp, auth_connections_blp, hosted_blp):
+                      computer_blp, fs_blp, process_blp, auth_connections_blp, hosted_blp):
         api.register_blueprint(blueprint)
 
 

@@ -90,13 +90,15 @@ class HostError(Exception):
     """A host could not do what was asked; `status` and `code` come from its answer when it gave one. `reached`:
     the request may have reached the host (False only when no connection was made), so what it asked may happen
     there all the same. `route` (a lantern_wire.control path template), `session_id` and `request` say what was
-    asked; `malformed`: the host answered, with what the route does not answer."""
+    asked; `malformed`: the host answered, with what the route does not answer. `extra`: the refusal's fields
+    beyond its code and message (a session agent's `room_bytes`); `method`: the call's, for a forwarded one."""
 
     def __init__(self, message, status=None, code=None, *, reached=True, route=None, session_id=None, request=None,
-                 malformed=False):
+                 malformed=False, extra=None):
         super().__init__(message)
         self.status, self.code, self.reached = status, code, reached
         self.route, self.session_id, self.request, self.malformed = route, session_id, request, malformed
+        self.extra, self.method = extra or {}, None
 
     @property
     def public_message(self):
@@ -175,14 +177,30 @@ class HostClient:
     def health(self) -> control.Health:
         return self._call("GET", control.HEALTH, None, control.Health, timeout=10)
 
+    def agent(self, session_id, method, path, body=None, *, query="", **options) -> "StreamedAnswer":
+        """`method path` (such as "fs/read_file") of the session's agent, forwarded by its host as it is; `options`
+        as stream's. The answer streams: a file, an SSE stream, or exec's answer trickling in."""
+        return self.stream(method, control.SESSION_AGENT, body, session_id=session_id, path=path, query=query,
+                           **options)
+
+    def agent_json(self, session_id, method, path, body=None, *, query="", timeout):
+        """The JSON answer (None for an empty one) of the session's agent to `method path` with the JSON `body`."""
+        url = control.path(control.SESSION_AGENT, session_id=session_id, path=path) + query
+        try:
+            return send(self.host, method, url, body, timeout=timeout)
+        except HostError as error:
+            error.route, error.session_id, error.method = control.SESSION_AGENT, session_id, method
+            raise
+
     def stream(self, method, route, body=None, *, limit, timeout, length=None,
-               content_type="application/octet-stream", session_id=None, query="", **values) -> "StreamedAnswer":
+               content_type="application/octet-stream", headers=None, session_id=None, query="",
+               **values) -> "StreamedAnswer":
         """`method route` with a body of any size and an answer of up to `limit` bytes, neither held whole (a
         session's files): `body` (a binary file or an iterable of bytes) is sent as it is read, with its `length`
-        when known, else chunked; the answer is a StreamedAnswer once the host accepted the call. A refusal is a
-        HostError as for every route (api_error translates it)."""
+        when known, else chunked; `headers` go with it. The answer is a StreamedAnswer once the host accepted the
+        call. A refusal is a HostError as for every route (api_error translates it)."""
         path = control.path(route, session_id=session_id, **values) + query
-        headers = {} if body is None else {"Content-Type": content_type}
+        headers = dict(headers or {}, **({} if body is None else {"Content-Type": content_type}))
         if length is not None:
             headers["Content-Length"] = str(length)
         try:
@@ -195,7 +213,7 @@ class HostClient:
                     answer = None
                 raise _refusal(response.status, answer)
         except HostError as error:
-            error.route, error.session_id = route, session_id
+            error.route, error.session_id, error.method = route, session_id, method
             raise
         return StreamedAnswer(self.host, response, limit)
 
@@ -229,7 +247,8 @@ class HostClient:
 
 def send(host, method, path, body=None, *, timeout, fresh=False):
     """The host's JSON answer to `method path` (`body`: JSON-able); HostError when it cannot be reached, refuses, or
-    answers what is not JSON (the app reads at most control.MAX_JSON_BYTES). `fresh`: on a connection of its own."""
+    answers what is not JSON (the app reads at most control.MAX_JSON_BYTES); an empty answer is None. `fresh`: on a
+    connection of its own."""
     response = _open(host, method, path, None if body is None else json.dumps(body).encode(),
                      {"Content-Type": "application/json"}, timeout=timeout, fresh=fresh)
     data = _read_bounded(host, response)
@@ -295,13 +314,15 @@ def _refusal(status, answer):
         refusal = control.HostRefusal.model_validate(answer)
     except ValidationError:  # not a host's answer: a client is told its status alone (HostError.public_message)
         return HostError(f"HTTP {status}", status)
-    return HostError(refusal.message[:MAX_MESSAGE] or f"HTTP {status}", status, refusal.code)
+    return HostError(refusal.message[:MAX_MESSAGE] or f"HTTP {status}", status, refusal.code,
+                     extra=refusal.model_extra)
 
 
 class StreamedAnswer:
     """A host's answer read as it comes (HostClient.stream): `status` and `headers`; iterating gives its body in
-    chunks of at most STREAM_CHUNK bytes, and a HostError past `limit` bytes or when the host stops part-way. It
-    is closed once iterated to its end; else close() it (a context manager closes it too)."""
+    chunks of at most STREAM_CHUNK bytes (as_it_comes: each as soon as it arrives), and a HostError past `limit`
+    bytes or when the host stops part-way. It is closed once iterated to its end; else close() it (a context
+    manager closes it too)."""
 
     def __init__(self, host, response, limit):
         self.status, self.headers = response.status, response.headers
@@ -309,9 +330,17 @@ class StreamedAnswer:
         self._whole = False
 
     def __iter__(self):
+        return self._chunks(self._response.stream(STREAM_CHUNK))
+
+    def as_it_comes(self):
+        """The body's bytes as soon as they arrive, not gathered into full chunks: an event stream's frames, or a
+        wait's keep-alive spaces, reach the client when the host sends them."""
+        return self._chunks(iter(lambda: self._response.read1(STREAM_CHUNK) or b"", b""))
+
+    def _chunks(self, reads):
         received = 0
         try:
-            for chunk in self._response.stream(STREAM_CHUNK):
+            for chunk in reads:
                 received += len(chunk)
                 if received > self._limit:
                     raise HostError(f"browser host {self._host.name} answered past {self._limit} bytes")
