@@ -32,6 +32,8 @@ def no_nul(value):
 
 def decodable_base64(value):
     try:
+        if len(value) % 4:  # b64decode takes extra padding ("YWJj="), which RFC 4648 and Kernel's Go do not
+            raise ValueError
         base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise ma.ValidationError("Must be base64 (RFC 4648, with its padding).") from None

@@ -3,9 +3,17 @@ app forwards (method, the agent's path, query, headers, body or its size and SHA
 for that path, so the app's forwarding is tested without a sandbox (the agent itself: tests/browserhost/agent/)."""
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
+import httpx
+import kernel
+
+from app.browsers import hosts
+from app.browsers.models import BrowserSession
+from app.core.db import db
+from tests.browsers.conftest import on_host
 from tests.fakes import LocalServer
 
 KEPT = 1024 * 1024  # a body up to this size is kept whole; past it, only its size and SHA-256
@@ -111,3 +119,23 @@ def event_stream(frames, keep_open=None):
         if keep_open is not None:
             keep_open.wait(10)
     return answer
+
+
+@contextmanager
+def agent_host(app, session_id):
+    """An AgentHost running the session (made a host driver's), stopped at the end."""
+    host = AgentHost().start()
+    try:
+        with app.app_context(), db.connection_context():
+            hosts.add("h1", host.url)
+            BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
+        on_host(app, session_id, "h1")
+        yield host
+    finally:
+        host.stop()
+
+
+def sdk_client(app, api_key):
+    """The official SDK calling the app in-process, without retries (a test sees each answer)."""
+    http = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://lantern.test")
+    return kernel.Kernel(api_key=api_key, base_url="http://lantern.test", http_client=http, max_retries=0)

@@ -10,15 +10,10 @@ import threading
 import tracemalloc
 import zipfile
 
-import httpx
-import kernel
 import pytest
 
-from app.browsers import hosts, uploads
-from app.browsers.models import BrowserSession
-from app.core.db import db
-from tests.browsers.agent_host import AgentHost, event_stream
-from tests.browsers.conftest import on_host
+from app.browsers import uploads
+from tests.browsers.agent_host import agent_host, event_stream, sdk_client
 from tests.conftest import client_for
 from tests.waiting import eventually
 
@@ -31,21 +26,14 @@ INFO = {"name": "a.txt", "path": "/home/kernel/a.txt", "is_dir": False, "size_by
 @pytest.fixture
 def agent(app, new_browser):
     """(the host's stand-in, the id of a session it runs)."""
-    host = AgentHost().start()
     session_id = new_browser()["session_id"]
-    with app.app_context(), db.connection_context():
-        hosts.add("h1", host.url)
-        BrowserSession.update(driver="host").where(BrowserSession.id == session_id).execute()
-    on_host(app, session_id, "h1")
-    yield host, session_id
-    host.stop()
+    with agent_host(app, session_id) as host:
+        yield host, session_id
 
 
 @pytest.fixture
 def sdk(app, owner_key):
-    """The official SDK, calling the app in-process."""
-    http = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://lantern.test")
-    return kernel.Kernel(api_key=owner_key.plaintext, base_url="http://lantern.test", http_client=http, max_retries=0)
+    return sdk_client(app, owner_key.plaintext)
 
 
 def test_the_openapi_document_has_the_sdks_fifteen_files_operations(anonymous):
