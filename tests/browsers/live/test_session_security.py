@@ -174,7 +174,7 @@ def test_a_deleted_session_ends_every_process_it_ran_and_its_calls_are_not_found
                 line = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if re.search(rb"^sleep\x00100[12]|^sh\x00-c\x00sleep 1001", line):
+            if re.search(rb"^sleep\x00100[12]\x00|^(/usr/bin/)?sh\x00-c\x00sleep 1001", line):
                 found[pid] = start_time(pid)
         return found
 
