@@ -31,6 +31,8 @@ from lantern_wire import control
 # A multipart body's part headers and dest_path fields, beyond its files' bytes.
 MULTIPART_OVERHEAD = 1024 * 1024
 MAX_ZIP_ENTRIES = 10_000
+# The most the agent reads of put_files' first line (its manifest), and of its files and folders in all.
+MAX_MANIFEST_BYTES = 1024 * 1024
 # The names the SDK gives an upload's fields: files[0][file] with files[0][dest_path].
 UPLOAD_FIELD = re.compile(r"files\[(\d{1,6})\]\[(file|dest_path)\]")
 
@@ -103,6 +105,9 @@ def send(session, what, parts, directories=()):
                           for part in parts],
                 "directories": [{"path": path} for path in directories]}
     head = json.dumps(manifest, ensure_ascii=False).encode() + b"\n"
+    if len(head) > MAX_MANIFEST_BYTES:
+        raise bad_request(f"The paths of these {len(parts) + len(directories)} files and folders come to more than "
+                          f"{MAX_MANIFEST_BYTES} bytes in all: send them in parts.")
     body = itertools.chain([head], *(_exactly(part) for part in parts))
     length = len(head) + sum(part.size for part in parts)
     with session_agent.open_stream(session, what, "POST", "fs/put_files", session_agent.kept_active(session, body),
@@ -134,7 +139,7 @@ def send_zip(session, what, archive_file, dest_path):
         if len(entries) > MAX_ZIP_ENTRIES:
             raise bad_request(f"The archive has {len(entries):,} entries; at most {MAX_ZIP_ENTRIES:,} are extracted.",
                               field="zip_file")
-        directories, parts = [dest_path], []
+        directories, parts = [], []
         for entry in entries:
             path = entry_path(entry, dest_path)
             if path is None:
@@ -145,8 +150,8 @@ def send_zip(session, what, archive_file, dest_path):
                 parts.append(Part(path, entry.file_size, _entry_reader(archive, entry), f"entry {entry.filename!r}",
                                   _entry_mode(entry)))
         _within(parts, memory_bytes(session), "more than the session's memory can hold")
-        try:
-            send(session, what, parts, directories)
+        try:  # the agent makes the folders of files and folders; of an empty archive, dest_path is made
+            send(session, what, parts, directories if parts or directories else [dest_path])
         except AgentRefusal as refusal:
             if refusal.status != 413 or not isinstance(refusal.fields.get("room_bytes"), int):
                 raise

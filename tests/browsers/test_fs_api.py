@@ -303,7 +303,7 @@ def test_an_archive_is_extracted_with_one_put_files_of_its_folders_and_files(age
     sdk.browsers.fs.upload_zip(session_id, dest_path="/home/kernel/extensions", zip_file=("e.zip", archive))
     [forwarded] = host.calls
     manifest, data = manifest_and_bytes(forwarded)
-    assert manifest == {"directories": [{"path": "/home/kernel/extensions"}, {"path": "/home/kernel/extensions/ext"}],
+    assert manifest == {"directories": [{"path": "/home/kernel/extensions/ext"}],
                         "files": [{"path": "/home/kernel/extensions/ext/manifest.json", "size": 8, "mode": "644"},
                                   {"path": "/home/kernel/extensions/ext/bin/run", "size": 10, "mode": "755"},
                                   {"path": "/home/kernel/extensions/ext/x", "size": 1}]}
@@ -322,6 +322,24 @@ def test_an_archive_with_an_entry_outside_dest_path_or_a_link_is_a_400_naming_it
     response = client.post(f"/browsers/{session_id}/fs/upload_zip", content_type="multipart/form-data", data={
         "dest_path": "/tmp/out", "zip_file": (io.BytesIO(zip_of(*entries)), "a.zip")})
     assert response.status_code == 400 and repr(named) in response.get_json()["message"]
+    assert host.calls == []
+
+
+def test_an_empty_archive_makes_its_folder(agent, client):
+    host, session_id = agent
+    response = client.post(f"/browsers/{session_id}/fs/upload_zip", content_type="multipart/form-data", data={
+        "dest_path": "/tmp/out", "zip_file": (io.BytesIO(zip_of()), "a.zip")})
+    assert response.status_code == 201
+    assert manifest_and_bytes(host.calls[0]) == ({"files": [], "directories": [{"path": "/tmp/out"}]}, b"")
+
+
+def test_an_upload_whose_paths_pass_what_the_agent_reads_is_a_400(agent, client, monkeypatch):
+    host, session_id = agent
+    monkeypatch.setattr(uploads, "MAX_MANIFEST_BYTES", 100)
+    response = client.post(f"/browsers/{session_id}/fs/upload", content_type="multipart/form-data", data={
+        f"files[{index}][dest_path]": f"/tmp/{'x' * 30}{index}" for index in range(3)} | {
+        f"files[{index}][file]": (io.BytesIO(b"a"), "a") for index in range(3)})
+    assert response.status_code == 400 and "send them in parts" in response.get_json()["message"]
     assert host.calls == []
 
 
