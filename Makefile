@@ -156,6 +156,8 @@ bench: install-test bench-packages
 	$(BIN)/python bench/wakeups.py $(WAKEUPS_BENCH_ARGS)
 	$(BIN)/python bench/archive_pages.py $(ARCHIVE_BENCH_ARGS)
 	$(BIN)/python bench/computer.py $(COMPUTER_BENCH_ARGS)
+	$(BIN)/python bench/files.py $(FILES_BENCH_ARGS)
+	$(BIN)/python bench/exec.py $(EXEC_BENCH_ARGS)
 
 # Instructions per request of each read beside the hello world (bench/instructions.py): steadier
 # than bench/run.py's wall-clock ratios on a noisy machine, and slow (about 5 minutes); not in bench.
