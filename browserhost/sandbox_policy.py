@@ -1,7 +1,6 @@
 """What every sandbox of a host gets (BROWSER_SANDBOX_* and BROWSER_* settings: SandboxPolicy), and whether this
 machine can make them (`probe`). browserhost/sandbox.py makes one per session.
 """
-import ctypes
 import ipaddress
 import logging
 import os
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from browserhost import resolver
+from browserhost.agent.confine import landlock_abi  # the agent's own probe (standard library only)
 from browserhost.cgroups import Cgroup
 
 RELAY = "/usr/lib/systemd/systemd-socket-proxyd"
@@ -25,8 +25,6 @@ DEVTOOLS_PORT = 9222
 # What a session's agent (browserhost/agents.py: its files and processes) needs of the machine: the system's Python,
 # and Landlock (its processes are confined with it, or refused: 501).
 AGENT_PYTHON = "/usr/bin/python3"
-LANDLOCK_CREATE_RULESET = 444  # the syscall's number, the same on x86-64 and arm64
-LANDLOCK_CREATE_RULESET_VERSION = 1
 logger = logging.getLogger(__name__)
 
 
@@ -171,10 +169,3 @@ def agent_warnings():
                         "kept from signalling its browser's")
     return warnings
 
-
-def landlock_abi():
-    """The kernel's Landlock ABI version (0: none, or disabled)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    version = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
-                           ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
-    return max(version, 0)

@@ -1,19 +1,16 @@
 """The files calls that work on names and metadata: create and delete directories, delete and move files, set
 permissions, describe a file (FileInfo) and list a folder. Bytes in and out are transfer.py's."""
 import errno
-import grp
 import os
-import pwd
 import re
 import secrets
 import shutil
 import stat
 from datetime import datetime, timezone
 
-from .http import HIDDEN_FOLDER, AgentError, Request, check_path, empty, json_answer, os_refusal
+from .http import HIDDEN_FOLDER, AgentError, Request, check_path, empty, is_session_identity, json_answer, os_refusal
 
 MODE_PATTERN = re.compile(r"[0-7]{1,4}")
-SESSION_NAMES = ("session", "kernel")  # the session's user under Lantern's name and Kernel's
 GO_MODE_LETTERS = "dalTLDpSugct?"  # Go's fs.FileMode.String(): one letter per bit, from bit 31 down
 
 
@@ -168,18 +165,9 @@ def remove_quietly(path: str) -> None:
         pass
 
 
-def check_session_user(value, field: str, names_of_id, own_id: int) -> None:
+def check_session_identity(value, field: str, kind: str) -> None:
     """owner/group may only name the session's own user or group: a session has one user."""
-    if value is None:
-        return
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    accepted = set(SESSION_NAMES) | {str(own_id)}
-    try:
-        accepted.add(names_of_id(own_id))
-    except KeyError:
-        pass
-    if value not in accepted:
+    if value is not None and not is_session_identity(value, kind):
         raise AgentError(400, f"invalid_{field}", f"{field} must be the session's own (\"session\"): a session has "
                          "one user")
 
@@ -188,8 +176,8 @@ def set_file_permissions(request: Request):
     body = request.json()
     path = body_path(body, "path")
     mode = parse_mode(body.get("mode"), "mode")
-    check_session_user(body.get("owner"), "owner", lambda uid: pwd.getpwuid(uid).pw_name, os.getuid())
-    check_session_user(body.get("group"), "group", lambda gid: grp.getgrgid(gid).gr_name, os.getgid())
+    check_session_identity(body.get("owner"), "owner", "user")
+    check_session_identity(body.get("group"), "group", "group")
     try:
         os.chmod(path, mode)  # owner and group are the session's already: nothing to change there
     except OSError as error:

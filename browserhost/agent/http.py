@@ -3,9 +3,11 @@ bytes, server-sent events, a trickled JSON), plus the check every path of a requ
 
 Standard library only: the agent runs with the system's Python inside the session's sandbox."""
 import errno
+import grp
 import json
 import os
 import posixpath
+import pwd
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ PATH_LIMIT = 4096  # bytes, as Linux's PATH_MAX
 HIDDEN_FOLDER = "/run/lantern"  # the DevTools socket's folder: a client must not break its own session by accident
 TRICKLE_SECONDS = 10.0
 READ_CHUNK = 64 * 1024
+SESSION_NAMES = ("session", "kernel")  # the session's user (and group) under Lantern's name and Kernel's
 
 
 class AgentError(Exception):
@@ -248,7 +251,11 @@ def check_path(value, field: str) -> str:
         raise AgentError(400, "invalid_path", f"{field} must be a non-empty absolute path")
     if "\0" in value:
         raise AgentError(400, "invalid_path", f"{field} must not contain NUL")
-    if len(value.encode("utf-8", "surrogateescape")) > PATH_LIMIT:
+    try:
+        encoded = value.encode("utf-8", "surrogateescape")  # undecodable bytes of a name came as U+DC80..U+DCFF
+    except UnicodeEncodeError:
+        raise AgentError(400, "invalid_path", f"{field} holds a lone surrogate, which names no file") from None
+    if len(encoded) > PATH_LIMIT:
         raise AgentError(400, "invalid_path", f"{field} is longer than {PATH_LIMIT} bytes")
     if not value.startswith("/"):
         raise AgentError(400, "invalid_path", f"{field} must be an absolute path")
@@ -257,3 +264,26 @@ def check_path(value, field: str) -> str:
         if candidate == HIDDEN_FOLDER or candidate.startswith(HIDDEN_FOLDER + "/"):
             raise AgentError(400, "path_not_allowed", f"{field}: paths under {HIDDEN_FOLDER} are the session's own")
     return path
+
+
+def session_names(kind: str = "user") -> set[str]:
+    """What a request may call the session's own user (kind "user": "session", "kernel", its name, its uid and
+    "uid:gid") or group (kind "group": "session", "kernel", its name, its gid)."""
+    uid, gid = os.getuid(), os.getgid()
+    if kind == "group":
+        names, name_of_id = {str(gid)}, lambda: grp.getgrgid(gid).gr_name
+    else:
+        names, name_of_id = {str(uid), f"{uid}:{gid}"}, lambda: pwd.getpwuid(uid).pw_name
+    try:
+        names.add(name_of_id())
+    except KeyError:  # an id without a name: the ids alone
+        pass
+    return names | set(SESSION_NAMES)
+
+
+def is_session_identity(value, kind: str = "user") -> bool:
+    """Whether `value` (a string, or a whole number taken as an id) names the session's own user or group; any
+    other type (a list, a boolean, a float) names nothing."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return isinstance(value, str) and value in session_names(kind)

@@ -1,6 +1,7 @@
 """Landlock confinement (confine.py) on the running kernel: a confined process can no longer ptrace, read the
 memory of or (ABI >= 6) signal a process outside its domain, yet can do all of that to its own child; the same
 script unconfined can, so the tests can fail."""
+import base64
 import json
 import signal
 import subprocess
@@ -14,9 +15,10 @@ from tests.browserhost.agent.conftest import AGENT_PACKAGE, SYSTEM_PYTHON
 PROBE = r"""
 import ctypes, json, os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
-from agent.confine import confine
+from agent import confine as confinement
 outside = int(sys.argv[2])
-abi = confine() if sys.argv[3] == "confine" else 0
+abi = confinement.confine() if sys.argv[3] == "confine" else 0
+assert confinement.CONFINED_ABI == abi
 libc = ctypes.CDLL(None, use_errno=True)
 PTRACE_ATTACH, PTRACE_DETACH = 16, 17
 
@@ -100,3 +102,26 @@ def test_the_agent_as_the_session_user_confines_itself(user_agent):
         assert f"confined by Landlock ABI {landlock_abi()}" in agent.log()
         status = Path(f"/proc/{agent.pid}/status").read_text()
         assert "NoNewPrivs:\t1" in status
+
+
+PEEK = """
+import sys
+for name in ("maps", "mem", "environ"):
+    try:
+        with open(f"/proc/{sys.argv[1]}/{name}", "rb") as file:
+            file.read(1)
+        print(name, "read")
+    except OSError as error:
+        print(name, error.strerror)
+"""
+
+
+def test_what_the_agent_runs_cannot_read_the_agents_memory(user_agent):
+    """Its processes run as its user, in its own Landlock domain: only the agent's not being dumpable keeps them
+    from its memory (and so from its sockets and what it holds of other calls)."""
+    agent, work = user_agent
+    reply = agent.call("POST", "/process/exec", json_body={"command": SYSTEM_PYTHON, "cwd": str(work),
+                                                           "args": ["-I", "-S", "-c", PEEK, str(agent.pid)]})
+    assert reply.status == 200, reply.body
+    output = base64.b64decode(reply.json()["stdout_b64"]).decode()
+    assert output.split("\n")[:3] == ["maps Permission denied", "mem Permission denied", "environ Permission denied"]

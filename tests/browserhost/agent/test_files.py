@@ -112,10 +112,11 @@ def test_set_file_permissions(agent, tmp_path):
 
 
 @pytest.mark.parametrize("field", ["owner", "group"])
-def test_set_file_permissions_refuses_another_user(agent, tmp_path, field):
+@pytest.mark.parametrize("value", ["nobody", [], ["session"], {"name": "session"}, True, 0.5])
+def test_set_file_permissions_refuses_another_user(agent, tmp_path, field, value):
     (tmp_path / "f").write_text("x")
     (tmp_path / "f").chmod(0o600)
-    reply = put(agent, "set_file_permissions", path=str(tmp_path / "f"), mode="777", **{field: "nobody"})
+    reply = put(agent, "set_file_permissions", path=str(tmp_path / "f"), mode="777", **{field: value})
     assert reply.status == 400 and reply.json()["code"] == f"invalid_{field}"
     assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o600  # nothing changed
 

@@ -1,6 +1,7 @@
 """The agent's HTTP core: routing, one request per connection, a thread per connection, every bad input as a 4xx
 in the API's shape; and the answers of http.py (SSE frames, trickled JSON) taken apart in the test's process."""
 import json
+import os
 import socket
 import time
 from urllib.parse import quote
@@ -8,7 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from browserhost.agent.files import check_not_holding_hidden
-from browserhost.agent.http import AgentError, check_path, sse, trickle
+from browserhost.agent.http import AgentError, check_path, is_session_identity, sse, trickle
 
 
 def test_unknown_route_is_404_in_the_error_shape(agent):
@@ -82,6 +83,21 @@ def test_bad_paths_in_a_query_are_400(agent, path):
 def test_bad_paths_in_a_body_are_400(agent, path):
     reply = agent.call("PUT", "/fs/move", json_body={"src_path": path, "dest_path": "/tmp/x"})
     assert reply.status == 400 and reply.json()["message"].startswith("src_path")
+
+
+def test_a_lone_surrogate_in_a_path_is_400(agent):
+    body = b'{"src_path": "/tmp/\\ud800", "dest_path": "/tmp/x"}'  # JSON may name a surrogate no file can hold
+    reply = agent.call("PUT", "/fs/move", body=body)
+    assert reply.status == 400 and reply.json()["code"] == "invalid_path"
+
+
+def test_session_identities():
+    uid, gid = os.getuid(), os.getgid()
+    for value in ("session", "kernel", uid, str(uid), f"{uid}:{gid}"):
+        assert is_session_identity(value)
+    assert is_session_identity(gid, "group") and not is_session_identity(f"{uid}:{gid}", "group")
+    for value in ([], ["session"], {"a": 1}, True, float(uid), uid + 1, "someone", None):
+        assert not is_session_identity(value)
 
 
 def test_a_missing_path_is_400(agent):
