@@ -8,8 +8,10 @@ tenant cgroup (browserhost/cgroups.py), where a browser's restart leaves it runn
 this host in the sandbox's devtools/ folder (root's, seen by nothing inside) and handed to it as its stdin; this host
 keeps no end of it, so a dead agent refuses connections and the next call starts another. Each call is forwarded as
 it came, its body and its answer streamed (never held), with the session's room (lantern_wire.control.ROOM_HEADER),
-one call per connection.
+one call per connection. The agent is the tenant's to control (its processes run as its user): its answer is
+parsed here and the app gets this host's own head and the answer's body up to its framing, nothing more.
 """
+import http.client
 import logging
 import os
 import socket
@@ -34,16 +36,19 @@ READY_SECONDS = 10.0  # a start's bwrap and Python take some 0.1 s; a machine bu
 SILENCE_SECONDS = 300
 CHUNK = 256 * 1024
 FORWARDED_HEADERS = ("Content-Type", "Accept", "Last-Event-ID")
+# What of the agent's answer head the app gets (the rest of the head is this host's own): what its answers need.
+ANSWERED_HEADERS = ("Content-Type", "Cache-Control")
 SERVED = ("fs/", "process/")
-NOT_RUNNING = {"code": "not_found", "message": "No such browser on this host."}
+DRAIN_SECONDS = 30.0  # how long what the app still sends of a refused body is read and dropped
+DRAIN_IDLE_SECONDS = 5.0
 
 
 class AgentUnavailable(Exception):
     """The session's agent could not be started or reached; nothing of the call ran, so it may be sent again."""
 
-    def __init__(self, message, status=503, code="agent_unavailable"):
+    def __init__(self, message, status=503, code="agent_unavailable", **extra):
         super().__init__(message)
-        self.status, self.code = status, code
+        self.status, self.code, self.extra = status, code, extra
 
 
 class SessionAgent:
@@ -121,8 +126,8 @@ def wait_until_accepting(path, process, seconds):
 
 def forward(handler, hosted, rest, query):
     """Forward the call `handler` (control.ControlHandler) reads to `hosted`'s agent as `/<rest>?<query>` (both as
-    they came, still escaped), its body streamed there and the agent's answer streamed back until the agent closes;
-    the connection with the app ends with it."""
+    they came, still escaped), its body streamed there and the agent's answer streamed back under a head of this
+    host's own; the connection with the app ends with it."""
     refusal = refused(handler, hosted, rest, query)
     if refusal:
         handler.answer(*refusal)
@@ -130,7 +135,7 @@ def forward(handler, hosted, rest, query):
     try:
         upstream = hosted.agent.connect(hosted.box)
     except AgentUnavailable as error:
-        handler.answer(error.status, {"code": error.code, "message": str(error)})
+        handler.answer(error.status, {"code": error.code, "message": str(error), **error.extra})
         return
     handler.close_connection = True  # the agent's answer is relayed as it comes, and ends with its connection
     with upstream:
@@ -139,22 +144,21 @@ def forward(handler, hosted, rest, query):
             upstream.sendall(head)
             if not copy_body(handler, upstream):
                 return  # the app left part-way: the agent sees the body cut short and writes nothing of it
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the agent answered before it read the whole body (a refusal): its answer follows
-        relayed = relay_answer(upstream, handler)
-    if relayed == 0:  # the agent died (its session ends), or the app left: then this answer goes nowhere
+        except OSError as error:  # it stopped reading: it answered before the whole body (a refusal), or is stuck
+            logger.debug("a session's agent took no more of a call's body: %s", error)
+        answered = relay_answer(upstream, handler)
+    if not answered:  # the agent died (its session ends), was silent too long, or answered no HTTP
         handler.answer(502, {"code": "agent_no_answer", "message": "The session's agent ended without answering; "
                              "what the call asked may have been done."})
+    drain_body(handler)
 
 
 def refused(handler, hosted, rest, query):
-    """(status, refusal) for a call that is not forwarded, else None."""
+    """(status, refusal) for a call that is not forwarded, else None (control.py refused one to a session stopping)."""
     if not rest.startswith(SERVED):
         return 404, {"code": "not_found", "message": f"No such route: /{rest}"}
     if not all(0x21 <= ord(character) <= 0x7E for character in rest + query):
         return 400, {"code": "bad_request", "message": "The path holds characters that must be escaped."}
-    if hosted.stopping:
-        return 404, NOT_RUNNING
     if hosted.starting or hosted.box is None:
         return 409, {"code": "browser_restarting", "message": "The browser is starting; retry once it runs."}
     if not hosted.box.sandboxed:
@@ -172,7 +176,7 @@ def room_of(box):
     try:
         return box.room()
     except (OSError, ValueError) as error:
-        logger.warning("the room of sandbox %s could not be read: %s", getattr(box, "name", "?"), error)
+        logger.warning("the room of sandbox %s could not be read: %s", box.name, error)
         return 0
 
 
@@ -202,14 +206,57 @@ def copy_body(handler, upstream):
 
 
 def relay_answer(upstream, handler):
-    """The agent's answer written to the app as it comes, until the agent closes; the bytes relayed."""
-    relayed = 0
+    """The agent's answer to the app: its status and the headers of ANSWERED_HEADERS under a head of this host's
+    own (with Connection: close), then its body up to its own end (its Content-Length, or its last chunk) and not a
+    byte past it: what the agent, a tenant's to control, writes beyond its answer never reaches the app. False when
+    it gave no answer's head."""
+    answer = http.client.HTTPResponse(upstream, method=handler.command)
     try:
-        while chunk := upstream.recv(CHUNK):
-            handler.wfile.write(chunk)
-            relayed += len(chunk)
-    except TimeoutError:
-        logger.warning("a session's agent was silent for %s s: its call is cut", SILENCE_SECONDS)
-    except OSError as error:  # the app left (its client gave up), or the agent was killed (the session ends)
-        logger.debug("forwarding to a session's agent ended: %s", error)
-    return relayed
+        answer.begin()  # at most 100 header lines of 64 KiB each (http.client's bounds)
+    except (http.client.HTTPException, OSError) as error:
+        logger.info("a session's agent gave no answer: %r", error)
+        return False
+    with answer:
+        chunked = answer.length is None  # a chunked answer, or one to the agent's close: chunked to the app
+        try:
+            handler.send_response(answer.status)
+            for name in ANSWERED_HEADERS:
+                if answer.getheader(name) is not None:
+                    handler.send_header(name, answer.getheader(name))
+            handler.send_header("Transfer-Encoding" if chunked else "Content-Length",
+                                "chunked" if chunked else str(answer.length))
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            relay_body(answer, handler.wfile, chunked)
+        except TimeoutError:
+            logger.warning("a session's agent was silent for %s s: its call is cut", SILENCE_SECONDS)
+        except (http.client.HTTPException, OSError) as error:  # the app left, or the agent was killed or lied
+            logger.debug("forwarding a session agent's answer ended: %r", error)
+    return True
+
+
+def relay_body(answer, out, chunked):
+    """The answer's body as it comes (read1: an SSE frame or exec's space is passed on at once), then the last
+    chunk; a body cut short is left cut, so the app sees it was."""
+    while data := answer.read1(CHUNK):
+        out.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+    if chunked:
+        out.write(b"0\r\n\r\n")
+
+
+def drain_body(handler):
+    """Read and drop what the app still sends of a body the agent refused early (a bounded while): closing a
+    connection with unread bytes resets it, and the app could lose the answer (a 413) to the reset."""
+    if not handler.unread:
+        return
+    deadline = time.monotonic() + DRAIN_SECONDS
+    try:
+        handler.connection.shutdown(socket.SHUT_WR)
+        handler.connection.settimeout(DRAIN_IDLE_SECONDS)
+        while handler.unread and time.monotonic() < deadline:
+            chunk = handler.rfile.read1(min(CHUNK, handler.unread))
+            if not chunk:
+                return
+            handler.unread -= len(chunk)
+    except OSError:
+        pass

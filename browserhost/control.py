@@ -59,6 +59,8 @@ BODIES = {"start": control.StartRequest, "clients": control.ClientChange, "compu
 TO_A_BROWSER = {"endpoint", "devtools_json", "cdp"}
 # Routes that read their body themselves, of any size (browserhost/agents.py streams it on).
 OWN_BODY = {"agent"}
+# Routes to a session that is not stopping (its agent's): 404 once it stops.
+TO_A_SESSION = {"agent"}
 
 
 class BadBody(ValueError):
@@ -139,10 +141,11 @@ class ControlHandler(BaseHTTPRequestHandler):
         if session_id is not None:
             hosted = self.host.registry.hosted.get(session_id)
             running = hosted is not None and hosted.browser is not None and not hosted.stopping
-            if hosted is None or (endpoint in TO_A_BROWSER and not running):
+            if hosted is None or (endpoint in TO_A_BROWSER and not running) or \
+                    (endpoint in TO_A_SESSION and hosted.stopping):
                 self.answer(404, NOT_RUNNING)
                 return
-        getattr(self, f"on_{endpoint}")(hosted, body, query=parse_qs(url.query), **values)
+        getattr(self, f"on_{endpoint}")(hosted, body, query=url.query, **values)
 
     def content_length(self):
         """The body's length in bytes; None when it has none we can read (chunked, or a length that is no number):
@@ -182,13 +185,13 @@ class ControlHandler(BaseHTTPRequestHandler):
             field = ".".join(str(part) for part in first["loc"])
             raise BadBody(f"{field}: {first['msg']}" if field else f"the body is not JSON: {first['msg']}") from None
 
-    # -- routes (ROUTES): (hosted or None, body, query=..., path values) -------------------------------------------
+    # -- routes (ROUTES): (hosted or None, body, query= as it came (still escaped), path values) ---------------------
 
     def on_start(self, _, request, query):
         self.answer(*self.host.starts.start_browser(request))
 
     def on_stop(self, hosted, _, query):
-        save = query.get(control.SAVE_STATE) == ["1"]
+        save = parse_qs(query).get(control.SAVE_STATE) == ["1"]
         state = self.host.registry.stop_browser(hosted.session_id, save=save, reason=None)
         self.answer(200, control.StopAnswer(profile_state=state))
 
@@ -242,9 +245,9 @@ class ControlHandler(BaseHTTPRequestHandler):
         self.answer(*self.host.running.load_profile(hosted, load))
 
     def on_agent(self, hosted, _, query, rest):
-        # The path and query as they came, still escaped: the agent reads them as the app wrote them.
-        url = urlsplit(self.path)
-        agents.forward(self, hosted, url.path.split("/", 4)[4], url.query)
+        # The path (werkzeug's routing leaves it escaped) and query as they came: the agent reads them as the app
+        # wrote them.
+        agents.forward(self, hosted, rest, query)
 
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""

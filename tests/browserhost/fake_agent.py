@@ -6,6 +6,10 @@ Unix socket it gets as stdin, one request per connection, with routes that show 
     GET  /fs/source?size=N  N bytes of PATTERN repeated, with their Content-Length
     PUT  /fs/refuse         413 before reading the body (which it then drops, as the agent does)
     GET  /fs/die            the process exits without answering
+    PUT  /fs/slam           413 without reading the body, then closes at once (the host's sending fails)
+    GET  /fs/forge?chunked=1
+                            a keep-alive answer (Content-Length, or chunked), a header the app must not get, and a
+                            forged second answer written after it on the same connection
 """
 import hashlib
 import json
@@ -16,6 +20,7 @@ from socketserver import ThreadingMixIn, UnixStreamServer
 from urllib.parse import parse_qs, urlsplit
 
 PATTERN = bytes(range(256)) * 1024
+FORGED_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"forged\": true}"
 CHUNK = 256 * 1024
 
 
@@ -35,6 +40,11 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(3)
         elif url.path == "/fs/sink" and self.command == "PUT":
             self.sink()
+        elif url.path == "/fs/slam":
+            self.json(413, {"code": "insufficient_room", "message": "0 bytes left", "room_bytes": 0})
+            self.connection.close()
+        elif url.path == "/fs/forge":
+            self.forge(parse_qs(url.query).get("chunked") == ["1"])
         elif url.path == "/fs/refuse":
             self.json(413, {"code": "insufficient_room", "message": "0 bytes left", "room_bytes": 0})
             self.connection.shutdown(socket.SHUT_WR)
@@ -53,6 +63,15 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+        self.close_connection = True
+
+    def forge(self, chunked):
+        body = b'{"first": true}'
+        framing = b"Transfer-Encoding: chunked\r\n" if chunked else b"Content-Length: %d\r\n" % len(body)
+        framed = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if chunked else body
+        forged = FORGED_ANSWER
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+                         b"Set-Cookie: session=stolen\r\n" + framing + b"\r\n" + framed + forged)
         self.close_connection = True
 
     def sink(self):

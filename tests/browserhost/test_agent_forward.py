@@ -172,6 +172,41 @@ def test_an_answer_the_agent_gives_before_reading_the_body_reaches_the_app(host)
     assert status == 413 and json.loads(body)["code"] == "insufficient_room"
 
 
+def test_a_refusal_before_the_body_reaches_the_app_even_when_the_agent_closes_at_once(host):
+    for _ in range(3):
+        status, _, body = call(host, "PUT", "fs/slam", body=b"x" * (16 * MIB))
+        assert status == 413 and json.loads(body)["code"] == "insufficient_room"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_what_the_agent_writes_past_its_answer_never_reaches_the_app(host, chunked):
+    """The agent is the tenant's: an answer without Connection: close and a second one after it must not reach the
+    app's connection, where a pool would read the second as the answer to another organisation's next call."""
+    with socket.create_connection(("127.0.0.1", host.port), timeout=30) as raw:
+        raw.sendall(f"GET /sessions/s1/agent/fs/forge?chunked={int(chunked)} HTTP/1.1\r\nHost: h\r\n"
+                    f"Authorization: Bearer {host.control_key}\r\n\r\n".encode())
+        received = b""
+        while data := raw.recv(65536):  # to the host's close
+            received += data
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert received.count(b"HTTP/1.1 ") == 1 and b"forged" not in received
+    assert b"Connection: close" in head and b"keep-alive" not in head and b"Set-Cookie" not in head
+    assert b"Content-Type: application/json" in head
+    if chunked:
+        assert b"Transfer-Encoding: chunked" in head and body == b'f\r\n{"first": true}\r\n0\r\n\r\n'
+    else:
+        assert b"Content-Length: 15" in head and body == b'{"first": true}'
+
+
+def test_an_answer_that_is_no_http_is_a_502(host, monkeypatch):
+    host.box.program = [sys.executable, "-c", "import socket, time\nlistener = socket.socket(fileno=0)\n"
+                        "while True:\n    connection, _ = listener.accept()\n    connection.sendall(b'garbage\\r\\n')\n"
+                        "    connection.close()"]
+    monkeypatch.setattr(agents, "READY_SECONDS", 5.0)
+    status, _, body = call(host, "GET", "fs/echo")
+    assert status == 502 and json.loads(body)["code"] == "agent_no_answer"
+
+
 def test_a_chunked_body_is_refused_with_411(host):
     status, _, body = call(host, "PUT", "fs/sink", body=iter([b"abc"]), headers={"Transfer-Encoding": "chunked"})
     assert status == 411 and json.loads(body)["code"] == "length_required"
