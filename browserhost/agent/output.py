@@ -24,12 +24,14 @@ class Entry:
 
 
 class Journal:
-    """Entries kept while their spans add up to at most `limit` (the newest one always)."""
+    """Entries kept while their spans, each plus `entry_cost`, add up to at most `limit` (the newest one always).
+    The cost stands for an entry's own memory, so a ring of tiny chunks stays as small as one of large ones."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, entry_cost: int = 0):
         self.limit = limit
+        self.entry_cost = entry_cost
         self.entries: deque[Entry] = deque()
-        self.kept = 0  # the spans of the entries kept
+        self.kept = 0  # what the entries kept cost: their spans and entry_cost each
         self.last_key = 0
         self.handed = 0  # the newest key a reader has taken: entries after it may still be merged
         self.closed = False
@@ -44,9 +46,9 @@ class Journal:
                 return last.key
             self.last_key += span
             self.entries.append(Entry(self.last_key, span, data))
-            self.kept += span
+            self.kept += span + self.entry_cost
             while self.kept > self.limit and len(self.entries) > 1:
-                self.kept -= self.entries.popleft().span
+                self.kept -= self.entries.popleft().span + self.entry_cost
             self.changed.notify_all()
             return self.last_key
 

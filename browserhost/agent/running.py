@@ -43,7 +43,7 @@ class Run:
     """A started process: its pid, a pidfd (readable once it ended), its output fds and stream names, where its
     stdin goes (a pipe or the terminal's master side), the terminal's master when it has one."""
     popen: subprocess.Popen
-    pidfd: int
+    pidfd: int | None  # None once closed
     outputs: dict[int, str]
     stdin_fd: int | None
     master: int | None
@@ -87,8 +87,9 @@ class Launcher:
     def call(self, function: Callable[[], object]):
         with self.lock:
             if self.thread is None:
-                self.thread = threading.Thread(target=self.serve, name="launcher", daemon=True)
-                self.thread.start()
+                thread = threading.Thread(target=self.serve, name="launcher", daemon=True)
+                thread.start()  # may fail (the pids cap): the next call tries again
+                self.thread = thread
         done: queue.Queue = queue.Queue(maxsize=1)
         self.jobs.put((function, done))
         succeeded, value = done.get()
@@ -206,18 +207,43 @@ def drain(fd: int, stream: str, sink: Callable[[str, bytes], None]) -> bool:
 
 
 def close(run: Run) -> None:
+    """Close the process's fds (once: a second call finds none)."""
     with run.io_lock:
-        for fd in [run.pidfd, *run.outputs] + ([run.stdin_fd] if run.stdin_fd not in (None, run.master) else []):
-            os.close(fd)
-        run.outputs, run.stdin_fd, run.master = {}, None, None
+        fds = [run.pidfd, *run.outputs] + ([run.stdin_fd] if run.stdin_fd not in (None, run.master) else [])
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+        run.pidfd, run.outputs, run.stdin_fd, run.master = None, {}, None, None
+
+
+def abandon(run: Run) -> None:
+    """End a process nobody will follow (no thread could start to): kill it and all it started, reap it, close
+    its fds."""
+    with run.lock:
+        reaped = run.reaped
+    if not reaped:
+        kill_family(run.pid)  # not reaped yet: its pid and session id are still its own
+        run.reap()
+    close(run)
 
 
 def ending(status: int, timed_out: bool, started: float) -> Ending:
     code = os.waitstatus_to_exitcode(status)
     duration_ms = round((time.monotonic() - started) * 1000)
     if code < 0:
-        return Ending(128 - code, signal.Signals(-code).name.removeprefix("SIG"), timed_out, duration_ms)
+        return Ending(128 - code, signal_name(-code), timed_out, duration_ms)
     return Ending(code, None, timed_out, duration_ms)
+
+
+def signal_name(number: int) -> str:
+    """A signal's name without "SIG" ("KILL"); a real-time one as "RTMIN+n" (Python names only its first and
+    last); any other the number itself."""
+    try:
+        return signal.Signals(number).name.removeprefix("SIG")
+    except ValueError:
+        if signal.SIGRTMIN < number < signal.SIGRTMAX:
+            return f"RTMIN+{number - signal.SIGRTMIN}"
+        return str(number)
 
 
 class InputClosed(Exception):

@@ -60,3 +60,13 @@ def test_a_resume_point_it_sent_is_taken():
     journal = Journal(limit=100)
     journal.append("a")
     assert (journal.check_key(None), journal.check_key(""), journal.check_key("1")) == (0, 0, 1)
+
+
+def test_each_entry_costs_its_own_memory_too():
+    # A process writing a byte at a time must not keep a million tiny entries in a 1 MiB ring.
+    journal = Journal(limit=1000, entry_cost=99)
+    for _ in range(50):
+        journal.append(b"x", 1)
+    assert len(journal.entries) == 10 and journal.kept == 1000
+    journal.close()
+    assert list(journal.follow(0, bytes.decode, missed))[0] == (40, {"missed": 40})
