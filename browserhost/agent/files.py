@@ -65,9 +65,17 @@ def file_info_of(path: str, status: os.stat_result) -> dict:
 
 
 def check_not_holding_hidden(path: str, field: str) -> None:
-    """Deleting or moving a folder that holds the DevTools socket's folder would break the session."""
-    if HIDDEN_FOLDER.startswith(path.rstrip("/") + "/"):
-        raise AgentError(400, "path_not_allowed", f"{field} holds {HIDDEN_FOLDER}, the session's own")
+    """Deleting, moving or replacing a folder that holds the DevTools socket's folder would break the session:
+    whether `path` names one as it is written, or where the links on its way lead."""
+    for candidate in (path, entry_location(path)):
+        if candidate == HIDDEN_FOLDER or HIDDEN_FOLDER.startswith(candidate.rstrip("/") + "/"):
+            raise AgentError(400, "path_not_allowed", f"{field} holds {HIDDEN_FOLDER}, the session's own")
+
+
+def entry_location(path: str) -> str:
+    """Where the entry `path` names is: the links of its folders resolved, its own name not followed (a delete or
+    a move works on a link itself, not on what it points to)."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def body_path(body: dict, field: str) -> str:
@@ -106,6 +114,7 @@ def delete_directory(request: Request):
 
 def delete_file(request: Request):
     path = body_path(request.json(), "path")
+    check_not_holding_hidden(path, "path")
     try:
         if stat.S_ISDIR(os.lstat(path).st_mode):
             raise AgentError(400, "is_a_directory", f"path: {path} is a directory (delete_directory deletes it)")
@@ -120,6 +129,7 @@ def move(request: Request):
     source = body_path(body, "src_path")
     destination = body_path(body, "dest_path")
     check_not_holding_hidden(source, "src_path")
+    check_not_holding_hidden(destination, "dest_path")
     try:
         os.lstat(source)
     except OSError as error:
@@ -142,7 +152,7 @@ def move_across(source: str, destination: str) -> None:
     destination's folder, renamed when whole, then the source deleted; a failed copy leaves nothing behind."""
     if os.path.isdir(destination) and not os.path.islink(destination):
         raise AgentError(400, "already_exists", f"dest_path: {destination} is a directory")
-    temporary = os.path.join(os.path.dirname(destination), f".lantern-{secrets.token_hex(8)}.part")
+    temporary = part_name(os.path.dirname(destination))
     try:
         if os.path.isdir(source) and not os.path.islink(source):
             shutil.copytree(source, temporary, symlinks=True)
@@ -153,6 +163,11 @@ def move_across(source: str, destination: str) -> None:
         remove_quietly(temporary)
         raise
     remove_quietly(source)
+
+
+def part_name(folder: str) -> str:
+    """A name of our own in `folder` for a file in the making, or a backup (leftovers(): *.part)."""
+    return os.path.join(folder, f".lantern-{secrets.token_hex(8)}.part")
 
 
 def remove_quietly(path: str) -> None:

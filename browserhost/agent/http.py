@@ -69,9 +69,11 @@ class Request:
         self.query = query
         self.headers = headers
         self.params = params or {}
-        self.content_length = parse_length(headers.get("Content-Length"))
+        self.content_length = byte_count(headers, "Content-Length", "bad_content_length")
         self.chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
-        self.room = parse_room(headers.get(ROOM_HEADER))
+        if self.chunked and self.content_length is not None:  # which one frames the body? (RFC 9112 6.3: refuse)
+            raise AgentError(400, "bad_framing", "a body has a Content-Length or is chunked, not both")
+        self.room = byte_count(headers, ROOM_HEADER, "bad_room")
         self._file = body_file
         self._left = self.content_length or 0
         self._chunk_left = 0
@@ -103,13 +105,7 @@ class Request:
         data = self.read(JSON_BODY_LIMIT + 1)
         if len(data) > JSON_BODY_LIMIT:
             raise AgentError(400, "body_too_large", f"a JSON body is at most {JSON_BODY_LIMIT} bytes")
-        try:
-            body = json.loads(data)
-        except ValueError:
-            raise AgentError(400, "invalid_json", "the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise AgentError(400, "invalid_json", "the body must be a JSON object")
-        return body
+        return json_object(data, "invalid_json", "the body")
 
     def unread(self) -> int | None:
         """Bytes of the body not read yet (None when the body is chunked)."""
@@ -147,20 +143,25 @@ class Request:
         return chunk_size
 
 
-def parse_length(value: str | None) -> int | None:
+def byte_count(headers: Headers, name: str, code: str) -> int | None:
+    """The header `name` as a number of bytes (None without it), or AgentError 400 `code`."""
+    value = headers.get(name)
     if value is None:
         return None
     if not value.strip().isdigit():
-        raise AgentError(400, "bad_content_length", "Content-Length must be a number of bytes")
+        raise AgentError(400, code, f"{name} must be a number of bytes")
     return int(value)
 
 
-def parse_room(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if not value.strip().isdigit():
-        raise AgentError(400, "bad_room", f"{ROOM_HEADER} must be a number of bytes")
-    return int(value)
+def json_object(data: bytes, code: str, what: str) -> dict:
+    """`data` as a JSON object, or AgentError 400 `code` saying that `what` is not one."""
+    try:
+        value = json.loads(data)
+    except ValueError:  # UnicodeDecodeError too
+        raise AgentError(400, code, f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise AgentError(400, code, f"{what} must be a JSON object")
+    return value
 
 
 def json_answer(status: int, body) -> Answer:

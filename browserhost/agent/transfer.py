@@ -2,20 +2,19 @@
 checked against the session's room first, written under temporary names and renamed only when whole.
 
 Nothing holds a whole file in memory: bytes go through in chunks of CHUNK."""
-import json
 import os
-import secrets
 import stat
 import time
 import zipfile
 
-from .files import parse_mode, remove_quietly
-from .http import AgentError, Request, check_path, empty, os_refusal, stream
+from .files import parse_mode, part_name, remove_quietly
+from .http import AgentError, Request, check_path, empty, json_object, os_refusal, stream
 
 CHUNK = 256 * 1024
 HEADER_LIMIT = 1024 * 1024  # put_files' first line (its JSON list of files)
 MAX_PUT_ENTRIES = 10000
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+ZIP_END = (2107, 12, 31, 23, 59, 58)  # the last moment a zip entry's DOS date and time can hold
 
 
 def read_file(request: Request):
@@ -133,9 +132,12 @@ def entry_info(name: str, status: os.stat_result) -> zipfile.ZipInfo:
 
 
 def zip_time(mtime: float) -> tuple:
-    """A zip entry's local time; zip cannot say anything before 1980."""
-    moment = time.localtime(mtime)
-    return max(tuple(moment[:6]), ZIP_EPOCH)
+    """A zip entry's local time, within what zip can say (1980 to 2107)."""
+    try:
+        moment = tuple(time.localtime(mtime)[:6])
+    except (OverflowError, OSError, ValueError):  # past what the platform's time_t or a year can hold
+        return ZIP_END if mtime > 0 else ZIP_EPOCH
+    return min(max(moment, ZIP_EPOCH), ZIP_END)
 
 
 def free_bytes(path: str) -> tuple[int, int]:
@@ -209,22 +211,61 @@ class Staging:
         """Copy the next `size` bytes of the request's body to a temporary beside `path`."""
         folder = os.path.dirname(path)
         self.make_folders(folder)
-        temporary = os.path.join(folder, f".lantern-{secrets.token_hex(8)}.part")
+        temporary = part_name(folder)
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.temporaries.append((temporary, path))
         with os.fdopen(descriptor, "wb", buffering=0) as target:
             left = size
             while left > 0:
                 data = request.read(min(CHUNK, left))
+                if not data:  # a chunked body that ended before `size`
+                    raise AgentError(400, "body_incomplete", f"the request's body ended {left} bytes before its end")
                 left -= len(data)
                 target.write(data)
             os.fchmod(target.fileno(), mode)  # the mode asked for, whatever the umask
 
     def commit(self) -> None:
+        """Rename every temporary onto its target. Should one rename fail, the targets renamed before it get back
+        what they held (from hard links made of them first) or go when they are new: a failed commit changes
+        nothing."""
         for _, path in self.temporaries:
             check_file_target(path, "path")  # a folder may have been made there since: better none renamed
-        for temporary, path in self.temporaries:
-            os.rename(temporary, path)
+        backups = back_up(dict.fromkeys(path for _, path in self.temporaries))
+        renamed: list[str] = []
+        try:
+            for temporary, path in self.temporaries:
+                os.rename(temporary, path)
+                renamed.append(path)
+        except BaseException:
+            for path in dict.fromkeys(reversed(renamed)):
+                if backups[path]:
+                    os.rename(backups[path], path)
+                else:
+                    remove_quietly(path)
+            raise
+        finally:
+            for backup in backups.values():
+                if backup:
+                    remove_quietly(backup)
+
+
+def back_up(paths) -> dict[str, str | None]:
+    """For each path, a hard link to what it names now beside it (a link itself, not what it points to), or None
+    when it names nothing; on a failure none are left."""
+    backups: dict[str, str | None] = {}
+    try:
+        for path in paths:
+            backups[path] = None
+            if os.path.lexists(path):
+                backup = part_name(os.path.dirname(path))
+                os.link(path, backup, follow_symlinks=False)
+                backups[path] = backup
+    except BaseException:
+        for backup in backups.values():
+            if backup:
+                remove_quietly(backup)
+        raise
+    return backups
 
 
 def write_file(request: Request):
@@ -271,12 +312,7 @@ def read_put_header(request: Request) -> tuple[list[tuple[str, int, int]], list[
     if not line.endswith(b"\n"):
         raise AgentError(400, "invalid_header", f"the first line (JSON, at most {HEADER_LIMIT} bytes) must end "
                          "with a newline")
-    try:
-        header = json.loads(line)
-    except ValueError:
-        raise AgentError(400, "invalid_header", "the first line is not JSON") from None
-    if not isinstance(header, dict):
-        raise AgentError(400, "invalid_header", "the first line must be a JSON object")
+    header = json_object(line, "invalid_header", "the first line")
     files = header.get("files", [])
     folders = header.get("directories", [])
     if not isinstance(files, list) or not isinstance(folders, list) or len(files) + len(folders) > MAX_PUT_ENTRIES:

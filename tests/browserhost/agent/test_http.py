@@ -61,6 +61,19 @@ def test_a_chunked_json_body_is_read(agent, tmp_path):
     assert (tmp_path / "chunked").is_dir()
 
 
+def test_a_body_with_a_length_and_chunked_is_400(agent, tmp_path):
+    """Both framings at once spun write_file for ever (a chunked read past the end is empty, never short)."""
+    target = quote(str(tmp_path / "f"))
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(10)
+        client.connect(agent.socket_path)
+        client.sendall(f"PUT /fs/write_file?path={target} HTTP/1.1\r\nHost: agent\r\nContent-Length: 10\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".encode())
+        answer = client.makefile("rb").read()
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'"bad_framing"' in answer
+    assert not (tmp_path / "f").exists()
+
+
 def test_a_bad_room_header_is_400(agent, tmp_path):
     reply = agent.call("PUT", f"/fs/write_file?path={quote(str(tmp_path / 'f'))}", body=b"x",
                        headers={"X-Lantern-Room": "lots"})
@@ -123,6 +136,16 @@ def test_folders_holding_the_devtools_folder_cannot_be_deleted_or_moved(path):
         check_not_holding_hidden(check_path(path, "path"), "path")
     assert refused.value.code == "path_not_allowed"
     check_not_holding_hidden("/run/other", "path")
+
+
+def test_a_folder_reached_through_a_link_that_holds_the_devtools_folder_is_refused(tmp_path):
+    """/home/session/l/run with l -> / is /run: deleting it would remove /run/lantern."""
+    (tmp_path / "l").symlink_to("/")
+    with pytest.raises(AgentError) as refused:
+        check_not_holding_hidden(check_path(str(tmp_path / "l" / "run"), "path"), "path")
+    assert refused.value.code == "path_not_allowed"
+    check_not_holding_hidden(str(tmp_path / "l"), "path")  # the link itself: deleting it removes only the link
+    check_not_holding_hidden(str(tmp_path / "l" / "tmp"), "path")
 
 
 def test_sse_frames_and_keep_alives():

@@ -1,5 +1,6 @@
 """The agent's byte-moving calls through the real agent: streamed reads and zips, writes and put_files that are
 checked against the room first and leave nothing half-written."""
+import errno
 import hashlib
 import io
 import json
@@ -13,6 +14,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+
+from browserhost.agent.transfer import Staging
 
 MIB = 1024 * 1024
 
@@ -250,3 +253,38 @@ def test_download_dir_zip_names_that_are_not_utf8(agent, tmp_path):
     (tmp_path / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name")
     archive = zipfile.ZipFile(io.BytesIO(agent.call("GET", f"/fs/download_dir_zip?path={q(tmp_path)}").body))
     assert archive.namelist() == ["caf\ufffd.txt"] and archive.read("caf\ufffd.txt") == b"latin-1 name"
+
+
+def test_download_dir_zip_holds_files_dated_outside_what_zip_can_say(agent, tmp_path):
+    """A zip's dates run from 1980 to 2107: a file dated after was an error mid-stream (a cut archive)."""
+    for name, year in (("future", 2200), ("past", 1970)):
+        (tmp_path / name).write_bytes(name.encode())
+        moment = time.mktime((year, 6, 1, 12, 0, 0, 0, 0, -1))
+        os.utime(tmp_path / name, (moment, moment))
+    archive = zipfile.ZipFile(io.BytesIO(agent.call("GET", f"/fs/download_dir_zip?path={q(tmp_path)}").body))
+    assert archive.testzip() is None and archive.read("future") == b"future"
+    assert archive.getinfo("future").date_time == (2107, 12, 31, 23, 59, 58)
+    assert archive.getinfo("past").date_time == (1980, 1, 1, 0, 0, 0)
+
+
+def test_a_commit_whose_rename_fails_puts_back_every_target(tmp_path, monkeypatch):
+    """The third rename fails: the first target gets its old bytes back, the second (new) goes, nothing else is
+    left; the test runs the agent's Staging in this process to make that rename fail."""
+    (tmp_path / "old").write_bytes(b"old bytes")
+    (tmp_path / "link").symlink_to("old")
+    targets = [(tmp_path / "old", b"new bytes"), (tmp_path / "new", b"fresh"), (tmp_path / "link", b"never")]
+    real_rename = os.rename
+
+    def failing_rename(source, destination):
+        if str(destination) == str(tmp_path / "link"):
+            raise OSError(errno.EIO, "made to fail", str(destination))
+        real_rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError), Staging() as staging:
+        for path, data in targets:
+            staging.write(str(path), 0o644, io.BytesIO(data), len(data))
+        staging.commit()
+    monkeypatch.undo()
+    assert (tmp_path / "old").read_bytes() == b"old bytes" and (tmp_path / "link").readlink() == Path("old")
+    assert sorted(os.listdir(tmp_path)) == ["link", "old"]
