@@ -3,7 +3,21 @@ ones as they appear), its events kept in a journal of BUFFER_EVENTS per watch th
 server-sent events, resumable with Last-Event-ID, an OVERFLOW event telling a reader what it missed.
 
 Events as Go's fsnotify (Kernel's) names them: IN_CREATE and IN_MOVED_TO are CREATE, IN_MODIFY is WRITE,
-IN_DELETE is DELETE, IN_MOVED_FROM is RENAME (the old path; the new one is a CREATE where it is watched)."""
+IN_DELETE is DELETE, IN_MOVED_FROM is RENAME (the old path; the new one is a CREATE where it is watched).
+
+When events were lost (a reader's point fell out of the journal, the kernel's queue overflowed, a new folder could
+not be watched) the reader gets an overflow notice, an event the SDKs' models take: {"type": "WRITE", "path": the
+folder, "name", "is_dir", "overflow": true, "dropped": N}, meaning "this folder changed in ways not listed: rescan
+it" (N is 0 when the count is unknown: the kernel does not say how many it dropped).
+
+A recursive watch watches a new folder before it tells its CREATE: a reader that saw the CREATE may use the folder
+at once and be told what happens in it.
+
+Limits: MAX_WATCHES watches and MAX_WATCHED_FOLDERS folders watched in all per session; /proc and /sys are not
+watched (refused, and left out of a recursive watch's walk). inotify's own limits (fs.inotify.max_user_watches and
+max_user_instances, 128 by default) are per uid, and every session's agent runs as the one sandbox user: all
+sessions on a host share them, each watch taking one instance and a watch per folder. A journal holds at most
+BUFFER_EVENTS events of a path of at most 4096 bytes: some 4.5 MiB per watch, 72 MiB for 16."""
 import ctypes
 import errno
 import logging
@@ -19,7 +33,9 @@ from .output import Journal
 log = logging.getLogger("agent")
 
 MAX_WATCHES = 16
+MAX_WATCHED_FOLDERS = 8192  # inotify watches of all the session's watches together
 BUFFER_EVENTS = 1024
+UNWATCHABLE = ("/proc", "/sys")  # kernel files: inotify tells nothing of their changes, and /proc is every pid's
 READ_BYTES = 64 * 1024
 
 IN_MODIFY = 0x00000002
@@ -79,6 +95,28 @@ def raise_errno(call: str, path: str | None = None):
     raise OSError(number, f"{call}: {os.strerror(number)}", path)
 
 
+class FolderCount:
+    """The folders watched by all the session's watches, at most MAX_WATCHED_FOLDERS."""
+
+    def __init__(self):
+        self.used = 0
+        self.lock = threading.Lock()
+
+    def take(self, path: str) -> None:
+        """One more, or OSError ENOSPC (as inotify's own limit says it)."""
+        with self.lock:
+            if self.used >= MAX_WATCHED_FOLDERS:
+                raise OSError(errno.ENOSPC, f"the session watches {MAX_WATCHED_FOLDERS} folders already", path)
+            self.used += 1
+
+    def give_back(self, count: int = 1) -> None:
+        with self.lock:
+            self.used -= count
+
+
+FOLDERS = FolderCount()
+
+
 class Watch:
     """One watch: its inotify, the folder of each watch descriptor, its journal, and a thread turning inotify's
     events into the journal's until the watch is stopped."""
@@ -95,7 +133,7 @@ class Watch:
         self.closed = False
         self.close_lock = threading.Lock()  # a stop never writes to a wake pipe closed (its fd maybe reused)
         try:
-            self.folders[self.inotify.add(path, EVENTS)] = path
+            self.add_folder(path, EVENTS)
             if recursive and self.root_is_dir:
                 self.add_tree(path, announce=False)
         except BaseException:
@@ -109,7 +147,7 @@ class Watch:
         for folder, folders, files in os.walk(top):
             if folder != top:
                 try:
-                    self.folders[self.inotify.add(folder, EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW)] = folder
+                    self.add_folder(folder, EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW)
                 except OSError as error:
                     if error.errno == errno.ENOSPC:
                         raise
@@ -119,6 +157,24 @@ class Watch:
                 for name in folders + files:
                     self.record("CREATE", os.path.join(folder, name), name in folders)
                     self.announced.add(os.path.join(folder, name))
+            folders[:] = [name for name in folders if not unwatchable(os.path.join(folder, name))]
+
+    def add_folder(self, folder: str, mask: int) -> None:
+        """An inotify watch on `folder`, counted in FOLDERS (once: inotify gives a folder watched twice, as a
+        folder moved, its old descriptor)."""
+        FOLDERS.take(folder)
+        try:
+            wd = self.inotify.add(folder, mask)
+        except BaseException:
+            FOLDERS.give_back()
+            raise
+        if wd in self.folders:
+            FOLDERS.give_back()
+        self.folders[wd] = folder
+
+    def drop_folder(self, wd: int) -> None:
+        if self.folders.pop(wd, None) is not None:
+            FOLDERS.give_back()
 
     def serve(self) -> None:
         selector = selectors.DefaultSelector()
@@ -141,13 +197,12 @@ class Watch:
             self.journal.close()
 
     def handle(self, wd: int, mask: int, name: str) -> None:
-        if mask & IN_Q_OVERFLOW:
-            self.journal.append({"type": "OVERFLOW", "path": self.path, "dropped": None,
-                                 "message": "the kernel's queue of this watch's events overflowed"})
+        if mask & IN_Q_OVERFLOW:  # the kernel does not say how many it dropped
+            self.journal.append(overflow_notice(self.path, self.root_is_dir, 0))
             return
         folder = self.folders.get(wd)
         if mask & IN_IGNORED:
-            self.folders.pop(wd, None)
+            self.drop_folder(wd)
             return
         if folder is None:
             return
@@ -166,28 +221,44 @@ class Watch:
             self.forget_tree(path)  # its watches would report it under its old path
         kind = ("CREATE" if mask & (IN_CREATE | IN_MOVED_TO) else "WRITE" if mask & IN_MODIFY
                 else "DELETE" if mask & IN_DELETE else "RENAME" if mask & IN_MOVED_FROM else None)
+        new_folder = bool(mask & (IN_CREATE | IN_MOVED_TO)) and is_dir and self.recursive
+        # Watched before its CREATE is told: a reader that saw it may write in it at once and be told.
+        watched = new_folder and self.watch_new(path)
         if kind:
             self.record(kind, path, is_dir)
-        if mask & (IN_CREATE | IN_MOVED_TO) and is_dir and self.recursive:
-            self.watch_new(path, announce=bool(mask & IN_CREATE))
+        if watched:
+            self.watch_tree(path, announce=bool(mask & IN_CREATE))
 
     def record(self, kind: str, path: str, is_dir: bool) -> None:
         event = {"type": kind, "path": path, "name": os.path.basename(path), "is_dir": is_dir}
         # A file written in many writes is one WRITE until a reader takes it: the buffer keeps other events.
         self.journal.append(event, merges=(lambda last: last == event) if kind == "WRITE" else None)
 
-    def watch_new(self, path: str, announce: bool) -> None:
+    def watch_new(self, path: str) -> bool:
+        """Watch a new folder; False (and an overflow notice) when it cannot be."""
         try:
-            self.folders[self.inotify.add(path, EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW)] = path
+            self.add_folder(path, EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW)
+            return True
+        except OSError as error:
+            self.not_watched(path, error)
+            return False
+
+    def watch_tree(self, path: str, announce: bool) -> None:
+        try:
             self.add_tree(path, announce)
         except OSError as error:
-            log.info("watch %s: %s not watched (%s)", self.path, path, error)
+            self.not_watched(path, error)
+
+    def not_watched(self, path: str, error: OSError) -> None:
+        """What happens in `path` (or in a folder under it) is not told: say so."""
+        log.info("watch %s: %s not watched (%s)", self.path, path, error)
+        self.journal.append(overflow_notice(path, True, 0))
 
     def forget_tree(self, top: str) -> None:
         for wd, folder in list(self.folders.items()):
             if folder == top or folder.startswith(top + "/"):
                 self.inotify.remove(wd)
-                del self.folders[wd]
+                self.drop_folder(wd)
 
     def stop(self) -> None:
         with self.close_lock:
@@ -200,6 +271,19 @@ class Watch:
                 self.closed = True
                 for fd in (self.wake_read, self.wake_write, self.inotify.fd):
                     os.close(fd)
+                FOLDERS.give_back(len(self.folders))
+                self.folders = {}
+
+
+def overflow_notice(path: str, is_dir: bool, dropped: int) -> dict:
+    """Events of `path` were lost (`dropped` of them, 0 when unknown): a WRITE of it (a type the SDKs' models
+    take) marked `overflow`, meaning rescan it."""
+    return {"type": "WRITE", "path": path, "name": os.path.basename(path), "is_dir": is_dir, "overflow": True,
+            "dropped": dropped}
+
+
+def unwatchable(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in UNWATCHABLE)
 
 
 class Watches:
@@ -207,18 +291,25 @@ class Watches:
 
     def __init__(self):
         self.watches: dict[str, Watch] = {}
+        self.starting = 0  # watches being made (their trees walked) outside the lock
         self.lock = threading.Lock()
 
     def start(self, path: str, recursive: bool) -> Watch:
         with self.lock:
-            if len(self.watches) >= MAX_WATCHES:
+            if len(self.watches) + self.starting >= MAX_WATCHES:
                 raise AgentError(400, "too_many_watches", f"a session has at most {MAX_WATCHES} watches: stop one")
-            try:
-                watch = Watch(path, recursive)
-            except OSError as error:
-                raise refusal(error, path) from None
-            self.watches[watch.id] = watch
-            return watch
+            self.starting += 1
+        watch = None
+        try:
+            watch = Watch(path, recursive)
+        except OSError as error:
+            raise refusal(error, path) from None
+        finally:
+            with self.lock:
+                self.starting -= 1
+                if watch is not None:
+                    self.watches[watch.id] = watch
+        return watch
 
     def get(self, watch_id: str) -> Watch:
         with self.lock:
@@ -239,8 +330,8 @@ def refusal(error: OSError, path: str) -> AgentError:
     if error.errno == errno.ENOENT:
         return AgentError(404, "not_found", f"{path}: no such file or directory")
     if error.errno == errno.ENOSPC:
-        return AgentError(400, "too_many_watched_folders", f"{path}: the session cannot watch more folders "
-                          "(inotify's limit of watches is reached)")
+        return AgentError(400, "too_many_watched_folders", f"{path}: the session cannot watch more folders (at "
+                          f"most {MAX_WATCHED_FOLDERS} in all its watches, and the host's inotify limit)")
     if error.errno == errno.EMFILE:
         return AgentError(400, "too_many_watches", "the session cannot open more inotify instances")
     return AgentError(400, "cannot_watch", f"{path}: {os.strerror(error.errno)}")
@@ -255,6 +346,8 @@ def start_watch(request: Request):
     recursive = body.get("recursive")
     if recursive is not None and not isinstance(recursive, bool):
         raise AgentError(400, "invalid_recursive", "recursive must be a boolean")
+    if unwatchable(path) or unwatchable(os.path.realpath(path)):
+        raise AgentError(400, "path_not_watchable", f"{path}: {' and '.join(UNWATCHABLE)} are not watched")
     if not os.path.exists(path):
         raise AgentError(404, "not_found", f"{path}: no such file or directory")
     return json_answer(200, {"watch_id": WATCHES.start(path, bool(recursive)).id})
@@ -263,8 +356,8 @@ def start_watch(request: Request):
 def watch_events(request: Request):
     watch = WATCHES.get(request.params["watch_id"])
     after = watch.journal.check_key(request.headers.get("Last-Event-ID"))
-    return sse(watch.journal.follow(after, dict, lambda dropped: {"type": "OVERFLOW", "path": watch.path,
-                                                                   "dropped": dropped}))
+    return sse(watch.journal.follow(after, dict, lambda dropped: overflow_notice(watch.path, watch.root_is_dir,
+                                                                                   dropped)))
 
 
 def stop_watch(request: Request):

@@ -1,13 +1,18 @@
 """The agent's file watches on the real agent and real inotify: the events of each kind, recursion into new
 folders, several readers, resume with Last-Event-ID, overflow, the limit of watches, the end of a stopped watch."""
 import os
+import socket
 import threading
 import time
 
 import pytest
+from kernel.types.browsers.fs.watch_events_response import WatchEventsResponse
 
 from browserhost.agent import watches
+from browserhost.agent.http import AgentError
 from tests.browserhost.agent.sse import frames
+
+READ_SECONDS = 10.0  # an event awaited this long is not coming: the test fails rather than hangs
 
 
 def start(agent, path, recursive=False) -> str:
@@ -18,18 +23,26 @@ def start(agent, path, recursive=False) -> str:
 
 def events(agent, watch_id, last_event_id=None):
     headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
-    return agent.open("GET", f"/fs/watch/{watch_id}/events", headers=headers)
+    return agent.open("GET", f"/fs/watch/{watch_id}/events", headers=headers, timeout=READ_SECONDS)
 
 
-def collect(answer, count: int):
-    """The first `count` events of a stream (keep-alives skipped)."""
-    found = []
-    for frame in frames(answer):
-        if frame.data is not None:
-            found.append(frame)
-            if len(found) == count:
-                return found
-    raise AssertionError(f"the stream ended after {found}")
+def collect(answer, count: int, seconds: float = READ_SECONDS):
+    """The next `count` events of a stream (keep-alives skipped), each checked with the SDK's own model under
+    strict validation; AssertionError when they do not come within `seconds` (the socket's timeout bounds each
+    read)."""
+    found, deadline = [], time.monotonic() + seconds
+    try:
+        for frame in frames(answer):
+            if frame.data is not None:
+                WatchEventsResponse.model_validate(frame.data, strict=True)
+                found.append(frame)
+                if len(found) == count:
+                    return found
+            if time.monotonic() > deadline:
+                break
+    except (socket.timeout, TimeoutError):
+        pass
+    raise AssertionError(f"{count} events did not come; got {[frame.data for frame in found]}")
 
 
 def kinds(found):
@@ -64,12 +77,12 @@ def test_a_recursive_watch_follows_new_folders(agent, tmp_path):
     stream = events(agent, watch_id)
     (tmp_path / "old" / "x").write_bytes(b"")
     (tmp_path / "new" / "deeper").mkdir(parents=True)
-    time.sleep(0.3)
+    # A folder's CREATE is told once the folder is watched: what is made in it after is told too.
+    assert kinds(collect(stream, 3)) == [("CREATE", f"{tmp_path}/old/x"), ("CREATE", f"{tmp_path}/new"),
+                                         ("CREATE", f"{tmp_path}/new/deeper")]
     (tmp_path / "new" / "deeper" / "y").write_bytes(b"1")
-    found = kinds(collect(stream, 5))
-    assert found[:3] == [("CREATE", f"{tmp_path}/old/x"), ("CREATE", f"{tmp_path}/new"),
-                         ("CREATE", f"{tmp_path}/new/deeper")]
-    assert found[3:] == [("CREATE", f"{tmp_path}/new/deeper/y"), ("WRITE", f"{tmp_path}/new/deeper/y")]
+    assert kinds(collect(stream, 2)) == [("CREATE", f"{tmp_path}/new/deeper/y"),
+                                         ("WRITE", f"{tmp_path}/new/deeper/y")]
     stop(agent, watch_id)
     stream.close()
 
@@ -121,12 +134,13 @@ def test_the_buffer_drops_the_oldest_and_says_how_many(agent, tmp_path):
     wait = time.monotonic() + 10
     while True:  # the agent reads inotify's queue on its own pace
         found = collect(events(agent, watch_id), 1)
-        if found[0].data["type"] == "OVERFLOW" and found[0].data["dropped"] == 200:
+        if found[0].data.get("overflow") and found[0].data["dropped"] == 200:
             break
         assert time.monotonic() < wait, found
         time.sleep(0.1)
     joined = collect(events(agent, watch_id), watches.BUFFER_EVENTS + 1)
-    assert joined[0].data == {"type": "OVERFLOW", "path": str(tmp_path), "dropped": 200} and joined[0].id == 200
+    assert joined[0].data == {"type": "WRITE", "path": str(tmp_path), "name": tmp_path.name, "is_dir": True,
+                              "overflow": True, "dropped": 200} and joined[0].id == 200
     assert joined[1].data["path"] == f"{tmp_path}/d200" and joined[-1].data["path"] == f"{tmp_path}/d{total - 1}"
     resumed = collect(events(agent, watch_id, 150), 2)
     assert resumed[0].data["dropped"] == 50 and resumed[1].data["path"] == f"{tmp_path}/d200"
@@ -165,6 +179,10 @@ def test_at_most_16_watches(agent, tmp_path):
     ({"path": ""}, 400, "invalid_path"),
     ({"path": "/a\0b"}, 400, "invalid_path"),
     ({"path": "/run/lantern"}, 400, "path_not_allowed"),
+    ({"path": "/proc"}, 400, "path_not_watchable"),
+    ({"path": "/proc/self"}, 400, "path_not_watchable"),
+    ({"path": "/sys/kernel"}, 400, "path_not_watchable"),
+    ({"path": "/dev/fd"}, 400, "path_not_watchable"),  # a link to /proc/self/fd
     ({"path": "/no/such/folder"}, 404, "not_found"),
     ({"path": "/tmp", "recursive": "yes"}, 400, "invalid_recursive"),
     ({}, 400, "invalid_path"),
@@ -194,10 +212,70 @@ def test_a_folder_renamed_inside_a_recursive_watch_is_told_under_its_new_name(ag
     watch_id = start(agent, tmp_path, recursive=True)
     stream = events(agent, watch_id)
     os.rename(tmp_path / "before", tmp_path / "after")
-    time.sleep(0.3)
+    assert kinds(collect(stream, 2)) == [("RENAME", f"{tmp_path}/before"), ("CREATE", f"{tmp_path}/after")]
     (tmp_path / "after" / "file").write_bytes(b"")
-    found = collect(stream, 3)
-    assert kinds(found) == [("RENAME", f"{tmp_path}/before"), ("CREATE", f"{tmp_path}/after"),
-                            ("CREATE", f"{tmp_path}/after/file")]
+    assert kinds(collect(stream, 1)) == [("CREATE", f"{tmp_path}/after/file")]
     stop(agent, watch_id)
     stream.close()
+
+
+@pytest.fixture
+def few_folders(monkeypatch):
+    """Watches made in this process, with a limit of 3 watched folders."""
+    monkeypatch.setattr(watches, "MAX_WATCHED_FOLDERS", 3)
+    monkeypatch.setattr(watches, "FOLDERS", watches.FolderCount())
+    monkeypatch.setattr(watches, "WATCHES", watches.Watches())
+    return watches.WATCHES
+
+
+def wait_for_no_folders():
+    deadline = time.monotonic() + 5
+    while watches.FOLDERS.used:
+        assert time.monotonic() < deadline, watches.FOLDERS.used
+        time.sleep(0.02)
+
+
+def test_a_tree_past_the_watched_folders_limit_is_refused(few_folders, tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    with pytest.raises(AgentError) as refusal:
+        few_folders.start(str(tmp_path), recursive=True)
+    assert (refusal.value.status, refusal.value.code) == (400, "too_many_watched_folders")
+    assert watches.FOLDERS.used == 0 and not few_folders.watches
+
+
+def test_a_new_folder_past_the_limit_is_told_as_an_overflow(few_folders, tmp_path):
+    (tmp_path / "a").mkdir()
+    watch = few_folders.start(str(tmp_path), recursive=True)
+    assert watches.FOLDERS.used == 2
+    reader = watch.journal.follow(0, dict, dict, keep_alive=READ_SECONDS)
+    (tmp_path / "b").mkdir()
+    assert next(reader)[1] == {"type": "CREATE", "path": f"{tmp_path}/b", "name": "b", "is_dir": True}
+    (tmp_path / "c").mkdir()
+    notice, created = next(reader)[1], next(reader)[1]
+    assert notice == {"type": "WRITE", "path": f"{tmp_path}/c", "name": "c", "is_dir": True, "overflow": True,
+                      "dropped": 0}
+    assert created["path"] == f"{tmp_path}/c" and watches.FOLDERS.used == 3
+    WatchEventsResponse.model_validate(notice, strict=True)
+    (tmp_path / "b").rmdir()  # its watch goes, and with it its count
+    assert next(reader)[1]["type"] == "DELETE"
+    few_folders.stop(watch.id)
+    wait_for_no_folders()
+
+
+def test_a_recursive_watch_of_the_root_leaves_proc_and_sys_out(monkeypatch):
+    walked = []
+    monkeypatch.setattr(watches.os, "walk", lambda top: fake_walk(top, walked))
+    watch = watches.Watch.__new__(watches.Watch)
+    watch.folders, watch.announced = {}, set()
+    monkeypatch.setattr(watch, "add_folder", lambda folder, mask: None, raising=False)
+    watch.add_tree("/", announce=False)
+    assert walked == ["/"]
+
+
+def fake_walk(top, walked):
+    walked.append(top)
+    folders = ["proc", "sys"]
+    yield top, folders, []
+    for name in folders:  # os.walk walks what is left of the list after the caller's pruning
+        yield from fake_walk(os.path.join(top, name), walked)
