@@ -56,6 +56,8 @@ class Exec:
         try:
             ending = follow_to_end(self.run, lambda stream, data: self.captures[stream].add(data), deadline)
             self.answer = exec_answer(ending, self.captures) if ending else failed_answer("following it failed")
+            for capture in self.captures.values():
+                capture.data = bytearray()  # the answer holds it now, as base64; `taken` stays until sent
         except Exception as error:  # the answer must still come, whole
             log.exception("exec %d failed", self.run.pid)
             self.answer = failed_answer(str(error))
