@@ -31,6 +31,9 @@ INSIDE_AGENT = "/opt/lantern/agent"
 PYTHON = "/usr/bin/python3"
 ARGV = (PYTHON, "-I", "-S", "-c",
         "import sys; sys.path.insert(0, '/opt/lantern'); from agent.__main__ import main; main()")
+# What the agent's Python needs to start and serve: with less left in the tenant's memory it would be killed at
+# once, and every start again (a retry cannot help).
+AGENT_START_BYTES = 24 * 1024 * 1024
 READY_SECONDS = 10.0  # a start's bwrap and Python take some 0.1 s; a machine busy enough to pass this is refused
 # The agent writes within 15 s while a call runs (an SSE keep-alive, exec's spaces): longer silence is a stuck agent.
 SILENCE_SECONDS = 300
@@ -79,6 +82,7 @@ class SessionAgent:
         if not os.access(PYTHON, os.X_OK):
             raise AgentUnavailable(f"This browser host has no {PYTHON}, which files and processes of a session need.",
                                    status=501, code="agent_not_installed")
+        check_memory(box)
         try:
             package = box.readable_copy(AGENT_PACKAGE)
             listener = box.listener(AGENT_SOCKET)
@@ -97,8 +101,23 @@ class SessionAgent:
         except AgentUnavailable:
             process.kill()  # its outer bubblewrap: the agent dies with it (--die-with-parent)
             process.wait()
+            check_memory(box)  # killed for memory as it started: say so rather than "retry"
             raise
         self.process, self.socket_path = process, path
+
+
+def check_memory(box):
+    """A 413 session_memory_full when the tenant's memory is too full for the agent to start (what the session's
+    processes hold, and its files: memory that is never given back); nothing to refuse when it cannot be read."""
+    try:
+        left = box.memory_left()
+    except (OSError, ValueError):
+        return
+    if left < AGENT_START_BYTES:
+        raise AgentUnavailable(f"The session's memory for files and processes is full ({max(left, 0)} bytes left, "
+                               f"its agent needs {AGENT_START_BYTES}): what its processes hold and the files they "
+                               "wrote fill it, and a retry cannot help; ending the session frees it.",
+                               status=413, code="session_memory_full", room_bytes=0)
 
 
 def wait_until_accepting(path, process, seconds):

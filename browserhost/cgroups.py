@@ -27,6 +27,10 @@ OWN = "own"  # v2 only: the leaf of the session's own processes (the browser, it
 # Of the session's caps: what its tenant's processes may take, so that the browser always keeps the rest.
 TENANT_MEMORY_SHARE = 3 / 4
 TENANT_PIDS_SHARE = 1 / 2
+# Of the tenant's memory, what the session may not fill with files: its agent's own (its Python, its calls'
+# buffers), so that a session full of files still has an agent to delete them with. With no swap, tmpfs pages
+# charged to the tenant are never given back, and an agent without it would be killed at its next allocation.
+AGENT_HEADROOM = 64 * 1024 * 1024
 
 
 class Cgroup:
@@ -139,12 +143,17 @@ class Cgroup:
         memory, pids, _ = self.tenant_folders()
         return int((memory / "memory.limit_in_bytes").read_text()), int((pids / "pids.max").read_text())
 
-    def room(self):
-        """The bytes the session may still store (in its home, /tmp, /dev/shm: memory) through its tenant: the least,
-        over the session's cgroup and its tenant's, of its memory cap less what it holds that cannot be given back
-        (anonymous and tmpfs pages, there being no swap); never negative."""
+    def memory_left(self):
+        """What the tenant's processes may still take: the least, over the session's cgroup and its tenant's, of its
+        memory cap less what it holds that cannot be given back (anonymous and tmpfs pages, there being no swap);
+        negative when a cap was lowered below what it holds."""
         folders = (self.folders()[0], self.tenant_folders()[0])
-        return max(0, min(_memory_left(folder, self.unified()) for folder in folders))
+        return min(_memory_left(folder, self.unified()) for folder in folders)
+
+    def room(self):
+        """The bytes the session may still store (in its home, /tmp, /dev/shm: memory) through its agent: what its
+        tenant may take less AGENT_HEADROOM; never negative."""
+        return max(0, self.memory_left() - AGENT_HEADROOM)
 
     def bound_cpu(self, cpus):
         """At most `cpus` cores busy from now on (None: no bound)."""

@@ -375,6 +375,9 @@ class Sandbox:
     def room(self):
         return self.cgroup.room()
 
+    def memory_left(self):
+        return self.cgroup.memory_left()
+
 
 def sandbox_name(workdir):
     """The namespace's and cgroup's name for a session folder: short, and the same after a restart."""

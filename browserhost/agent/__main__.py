@@ -20,7 +20,8 @@ def main() -> None:
 
 
 def start_log() -> None:
-    """The agent's log goes to the session's /run/lantern/agent.log (the host reads it); to stderr without it."""
+    """The agent's log goes to the session's /run/lantern/agent.log, for an operator to read in the sandbox's run/
+    folder while the session lives (the host does not read it: the tenant can write it too); to stderr without it."""
     options = {"format": "%(asctime)s %(levelname)s %(message)s", "level": logging.INFO}
     try:
         handler = RotatingFileHandler(os.path.join(LOG_FOLDER, "agent.log"), maxBytes=LOG_BYTES, backupCount=1)

@@ -4,8 +4,10 @@ checked against the session's room first, written under temporary names and rena
 Nothing holds a whole file in memory: bytes go through in chunks of CHUNK."""
 import os
 import stat
+import threading
 import time
 import zipfile
+from contextlib import contextmanager
 
 from .files import parse_mode, part_name, remove_quietly
 from .http import AgentError, Request, check_path, empty, json_object, os_refusal, stream
@@ -149,6 +151,32 @@ def free_bytes(path: str) -> tuple[int, int]:
     return os.stat(folder).st_dev, status.f_bavail * status.f_frsize
 
 
+class InFlight:
+    """The bytes that writes in progress were let write and have not finished: the room the host sends counts only
+    what is stored already, so two writes at once could each take all of it. A write's bytes count here from its
+    check until it ends (some twice, once written: the error is on the safe side)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.bytes = 0
+
+    @contextmanager
+    def reserve(self, room: int | None, sizes: list[tuple[str, int]]):
+        """check_room against `room` less what other writes hold, then hold these sizes until the block ends."""
+        total = sum(size for _, size in sizes)
+        with self.lock:
+            check_room(None if room is None else max(0, room - self.bytes), sizes)
+            self.bytes += total
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.bytes -= total
+
+
+IN_FLIGHT = InFlight()
+
+
 def check_room(room: int | None, sizes: list[tuple[str, int]]) -> None:
     """413 before anything is written when the bytes to write pass the session's room (from the host) or the
     free space of a filesystem they go to."""
@@ -275,8 +303,7 @@ def write_file(request: Request):
         raise AgentError(411, "length_required", "write_file needs a Content-Length")
     try:
         check_file_target(path, "path")
-        check_room(request.room, [(path, request.content_length)])
-        with Staging() as staging:
+        with IN_FLIGHT.reserve(request.room, [(path, request.content_length)]), Staging() as staging:
             staging.write(path, mode, request, request.content_length)
             staging.commit()
     except OSError as error:
@@ -295,8 +322,7 @@ def put_files(request: Request):
     try:
         for path, _, _ in files:
             check_file_target(path, "files.path")
-        check_room(request.room, [(path, size) for path, size, _ in files])
-        with Staging() as staging:
+        with IN_FLIGHT.reserve(request.room, [(path, size) for path, size, _ in files]), Staging() as staging:
             for folder in folders:
                 staging.make_folders(folder)
             for path, size, mode in files:

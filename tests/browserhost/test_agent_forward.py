@@ -35,6 +35,7 @@ class FakeBox:
 
     def __init__(self, folder, program=None, room=5 * MIB):
         self.folder, self.program, self.room_bytes = folder, program, room
+        self.memory_bytes = 256 * MIB
         self.started = []  # (argv, binds, tenant) of each start
         self.processes = []
 
@@ -54,6 +55,9 @@ class FakeBox:
 
     def room(self):
         return self.room_bytes
+
+    def memory_left(self):
+        return self.memory_bytes
 
     def readable_copy(self, folder):
         return folder
@@ -254,6 +258,17 @@ def test_an_agent_that_does_not_start_is_503_and_the_next_call_starts_one(host, 
     host.box.program = None
     status, _, body = call(host, "PUT", "fs/sink", body=b"abc")
     assert status == 201 and json.loads(body)["size"] == 3
+
+
+def test_a_tenant_too_full_for_the_agent_to_start_is_413_session_memory_full(host):
+    """A retry cannot help (a 503 would have the SDKs send it again and again): a 413 says what is wrong."""
+    host.box.memory_bytes = agents.AGENT_START_BYTES - 1
+    status, _, body = call(host, "GET", "fs/echo")
+    refusal = json.loads(body)
+    assert status == 413 and refusal["code"] == "session_memory_full" and refusal["room_bytes"] == 0
+    assert not host.box.started
+    host.box.memory_bytes = agents.AGENT_START_BYTES
+    assert call(host, "GET", "fs/echo")[0] == 200
 
 
 def test_calls_at_once_start_one_agent_and_a_dead_agent_is_started_again(host):

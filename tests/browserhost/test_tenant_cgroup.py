@@ -48,21 +48,27 @@ def write_usage(tree, folder, anon, shmem, cap=None):
         (folder / ("memory.max" if tree == "v2" else "memory.limit_in_bytes")).write_text(str(cap))
 
 
-def test_the_room_is_the_least_left_of_the_session_and_its_tenant_and_never_negative(tree):
+def test_the_room_is_the_least_left_of_the_session_and_its_tenant_less_the_agents_headroom(tree):
+    """The agent keeps cgroups.AGENT_HEADROOM of the tenant's memory: files cannot fill it so full that the agent
+    is killed at its next allocation."""
+    assert cgroups.AGENT_HEADROOM == 64 * MIB
     cgroup = Cgroup("lantern-s1")
     cgroup.create(1000 * MIB, 1024)
     session, tenant = cgroup.folders()[0], cgroup.tenant_folders()[0]
     write_usage(tree, session, 100 * MIB, 50 * MIB)  # what can be reclaimed (file pages) is room
     write_usage(tree, tenant, 10 * MIB, 20 * MIB)
-    assert cgroup.room() == 720 * MIB  # the tenant's 750 less its 30
+    assert cgroup.memory_left() == 720 * MIB  # the tenant's 750 less its 30
+    assert cgroup.room() == 656 * MIB
     write_usage(tree, session, 500 * MIB, 400 * MIB)  # the browser holds most of the session
-    assert cgroup.room() == 100 * MIB
+    assert cgroup.memory_left() == 100 * MIB and cgroup.room() == 36 * MIB
+    write_usage(tree, tenant, 10 * MIB, 700 * MIB)
+    assert cgroup.memory_left() == 40 * MIB and cgroup.room() == 0
     write_usage(tree, tenant, 10 * MIB, 800 * MIB)
-    assert cgroup.room() == 0
+    assert cgroup.memory_left() < 0 and cgroup.room() == 0
     if tree == "v2":
         write_usage(tree, session, 0, 0, cap="max")
         write_usage(tree, tenant, 0, 0)
-        assert cgroup.room() == 750 * MIB
+        assert cgroup.room() == 686 * MIB
 
 
 def test_the_tenants_processes_are_not_the_sessions_own_and_its_oom_kills_are_not_the_browsers(tree):

@@ -288,3 +288,22 @@ def test_a_commit_whose_rename_fails_puts_back_every_target(tmp_path, monkeypatc
     monkeypatch.undo()
     assert (tmp_path / "old").read_bytes() == b"old bytes" and (tmp_path / "link").readlink() == Path("old")
     assert sorted(os.listdir(tmp_path)) == ["link", "old"]
+
+
+def test_a_write_in_progress_holds_its_bytes_of_the_room(agent, tmp_path):
+    """The host's room counts what is stored; a write still coming in holds its bytes, so a second write at once
+    cannot take them too."""
+    with socket.socket(socket.AF_UNIX) as first:
+        first.settimeout(10)
+        first.connect(agent.socket_path)
+        first.sendall(f"PUT /fs/write_file?path={q(tmp_path / 'first')} HTTP/1.1\r\nHost: agent\r\n"
+                      "Content-Length: 600\r\nX-Lantern-Room: 1000\r\n\r\n".encode() + b"a" * 100)
+        deadline = time.monotonic() + 10
+        while not leftovers(tmp_path) and time.monotonic() < deadline:  # its temporary: it is writing
+            time.sleep(0.01)
+        second = write(agent, tmp_path / "second", b"b" * 600, room=1000)
+        assert second.status == 413 and second.json()["room_bytes"] == 400
+        assert write(agent, tmp_path / "third", b"c" * 400, room=1000).status == 201
+        first.sendall(b"a" * 500)
+        assert first.makefile("rb").readline().startswith(b"HTTP/1.1 201 ")
+    assert write(agent, tmp_path / "fourth", b"d" * 1000, room=1000).status == 201  # held no more
