@@ -5,12 +5,16 @@ How it runs. The host starts it on a session's first files or processes call (br
 system's Python (`/usr/bin/python3 -I -S`: only the standard library, and inside this package only relative
 imports), bound read-only at /opt/lantern/agent and imported as package `agent`. It joins the session's machine
 (user and pid namespaces, files, network, firewall) in the session cgroup's `tenant` child, gets its listening
-Unix socket as stdin (fd 0), confines itself in a Landlock domain (confine.py), and serves HTTP/1.1, one request
-per connection (`Connection: close`), a thread per connection (server.py). Its log is /run/lantern/agent.log. It
-dies with the session.
+Unix socket as stdin (fd 0), makes itself not dumpable and confines itself in a Landlock domain (confine.py), and
+serves HTTP/1.1, one request per connection (`Connection: close`), a thread per connection (server.py). Its log
+is /run/lantern/agent.log. It dies with the session.
 
 The contract. The host forwards `ANY /sessions/{sid}/agent/<rest>` to the agent as `/<rest>` with the query as it
-came, body and answer streamed, adding `X-Lantern-Room: <bytes>` (what the session may still store). Paths are
+came, body and answer streamed, adding `X-Lantern-Room: <bytes>` (what the session may still store, 64 MiB of the
+tenant's memory kept back for the agent). The agent is the tenant's to control, so the host trusts none of its
+answer's head: the app gets the status, Content-Type and Cache-Control under the host's own head, and the body up
+to its framing (Content-Length, or chunked: SSE and trickled answers are chunked). A body with both a
+Content-Length and chunked is 400 bad_framing. Paths are
 the SDK's without `/browsers/{id}`. Errors are JSON `{"code", "message"}` (plus fields such as `room_bytes`) with
 a 4xx status; the agent never answers 408/409/429 or a 5xx where a retry would run something twice (the SDKs
 retry those). JSON answers are `application/json`; JSON bodies are objects of at most 1 MiB.
@@ -61,9 +65,10 @@ c character device, t sticky), or "-", then rwxrwxrwx: `-rw-r--r--`, `drwxr-xr-x
 
 Writes (write_file, put_files): bytes whose total passes min(X-Lantern-Room, the free space of each filesystem
 they go to) answer 413 {"code": "insufficient_room", "message": "... N bytes left", "room_bytes": N} before
-anything is written. Files are written under temporary names in their own folders and renamed when all are whole;
-on any failure (a body cut short, a full filesystem, a bad target) every temporary and every folder made for them
-is removed. No call holds a whole file in memory.
+anything is written; writes still in progress hold their bytes of the room until they end. Files are written
+under temporary names in their own folders and renamed when all are whole; on any failure (a body cut short, a full
+filesystem, a bad target, a rename) every temporary and every folder made for them is removed, and targets already
+replaced get their old content back. No call holds a whole file in memory.
 
 exec checks what it can first (4xx before anything runs: as_root -> 400 as_root_not_supported, another as_user,
 a cwd that is not a folder, a command that cannot start -> 400 command_not_startable), then sends its 200 headers
