@@ -23,13 +23,15 @@ app, and writes and reads its JSON; a refusal names the field. Defaults live her
     *      /sessions/{id}/agent/{fs|process}/...  forwarded as it is (body and answer streamed) to the session's agent,
                                                  which runs inside its sandbox (browserhost/agent): the SDK's
                                                  browsers.fs and browsers.process paths without /browsers/{id}.
-                                                 The agent's answer as it gave it, else the host's refusal: 404 a path
-                                                 other than fs/ or process/, or a session stopping; 409
-                                                 browser_restarting while it starts; 411 length_required (a chunked
-                                                 body); 501 files_not_served (no sandbox) or agent_not_installed (no
-                                                 /usr/bin/python3); 503 agent_unavailable (it could not start: nothing
-                                                 ran, send it again); 502 agent_no_answer (it ended without an answer:
-                                                 the call may have run, do not resend)
+                                                 The agent's status, Content-Type and Cache-Control and its body as
+                                                 framed, under the host's own head (Connection: close), else the
+                                                 host's refusal: 404 a path other than fs/ or process/, or a session
+                                                 stopping; 409 browser_restarting while it starts; 411
+                                                 length_required (a chunked body); 413 session_memory_full (no room
+                                                 left to start the agent); 501 files_not_served (no sandbox) or
+                                                 agent_not_installed (no /usr/bin/python3); 503 agent_unavailable (it
+                                                 could not start: nothing ran, send it again); 502 agent_no_answer (it
+                                                 ended without an answer: the call may have run, do not resend)
 
 A refusal is {"code", "message"} (HostRefusal) with the HTTP status saying what kind; a failed computer action adds
 its "index".
