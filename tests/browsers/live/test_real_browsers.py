@@ -259,8 +259,8 @@ def test_sessions_started_at_once_on_a_machine_whose_every_core_is_busy_all_star
 
 
 def test_the_readme_browser_example_runs(lantern, site):
-    # The Python ones, the telemetry one run after the first (the Puppeteer one needs npm packages).
-    (language, code), _, (_, telemetry) = examples("A browser")
-    output = run(language, code + telemetry, lantern.new_org("readme"), lantern.base_url,
+    # The Python ones, the files and telemetry ones run after the first (the Puppeteer one needs npm packages).
+    (language, code), _, (_, files), (_, telemetry) = examples("A browser")
+    output = run(language, code + files + telemetry, lantern.new_org("readme"), lantern.base_url,
                  **{"https://example.com": site.url})
-    assert output.splitlines()[:2] == ["site", "hello"]
+    assert output.splitlines()[:4] == ["site", "hello", "hello", "hello"]
