@@ -1,9 +1,11 @@
 """The agent's file watches on the real agent and real inotify: the events of each kind, recursion into new
-folders, several readers, resume with Last-Event-ID, overflow, the limit of watches, the end of a stopped watch."""
+folders, several readers, resume with Last-Event-ID, overflow, the limit of watches, the end of a stopped watch,
+and the one inotify instance all the agent's watches share (a folder two watches cover has one kernel watch)."""
 import os
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from kernel.types.browsers.fs.watch_events_response import WatchEventsResponse
@@ -174,6 +176,81 @@ def test_at_most_16_watches(agent, tmp_path):
         stop(agent, watch_id)
 
 
+def inotify_instances(pid: int) -> list[str]:
+    """The fds of a process's inotify instances."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == "anon_inode:inotify":
+                found.append(fd.name)
+        except FileNotFoundError:  # closed meanwhile
+            pass
+    return found
+
+
+def kernel_watches(pid: int) -> int:
+    """The kernel watches of a process's one inotify instance."""
+    (fd,) = inotify_instances(pid)
+    return sum(line.startswith("inotify wd:") for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines())
+
+
+def wait_for_no_instance(pid: int):
+    deadline = time.monotonic() + 5  # the reader thread closes the instance once woken
+    while inotify_instances(pid):
+        assert time.monotonic() < deadline, inotify_instances(pid)
+        time.sleep(0.02)
+
+
+def test_16_watches_share_one_inotify_instance(agent, tmp_path):
+    assert inotify_instances(agent.pid) == []
+    folders = [tmp_path / f"f{index}" for index in range(watches.MAX_WATCHES)]
+    for folder in folders:
+        folder.mkdir()
+    ids = [start(agent, folder) for folder in folders]
+    assert len(inotify_instances(agent.pid)) == 1 and kernel_watches(agent.pid) == watches.MAX_WATCHES
+    streams = [events(agent, watch_id) for watch_id in ids]
+    for folder in folders:
+        (folder / "new").write_bytes(b"")
+    for folder, stream in zip(folders, streams, strict=True):  # each watch is told of its own folder only
+        assert kinds(collect(stream, 1)) == [("CREATE", f"{folder}/new")]
+    for watch_id, stream in zip(ids, streams, strict=True):
+        stop(agent, watch_id)
+        stream.close()
+    wait_for_no_instance(agent.pid)
+
+
+def test_two_watches_of_one_folder_share_its_kernel_watch(agent, tmp_path):
+    plain, recursive = start(agent, tmp_path), start(agent, tmp_path, recursive=True)
+    assert kernel_watches(agent.pid) == 1
+    plain_stream, recursive_stream = events(agent, plain), events(agent, recursive)
+    (tmp_path / "one").write_bytes(b"")
+    assert kinds(collect(plain_stream, 1)) == kinds(collect(recursive_stream, 1)) == [("CREATE", f"{tmp_path}/one")]
+    stop(agent, plain)
+    assert list(frames(plain_stream)) == []  # its stream ended
+    assert kernel_watches(agent.pid) == 1  # still used by the other
+    (tmp_path / "two").write_bytes(b"")
+    assert kinds(collect(recursive_stream, 1)) == [("CREATE", f"{tmp_path}/two")]
+    stop(agent, recursive)
+    recursive_stream.close()
+    wait_for_no_instance(agent.pid)
+
+
+def test_the_instance_closes_with_the_last_watch_and_opens_with_the_next(agent, tmp_path):
+    first, second = start(agent, tmp_path), start(agent, tmp_path)
+    stop(agent, first)
+    assert len(inotify_instances(agent.pid)) == 1
+    stop(agent, second)
+    wait_for_no_instance(agent.pid)
+    again = start(agent, tmp_path)
+    assert len(inotify_instances(agent.pid)) == 1
+    stream = events(agent, again)
+    (tmp_path / "after").mkdir()
+    assert kinds(collect(stream, 1)) == [("CREATE", f"{tmp_path}/after")]
+    stop(agent, again)
+    stream.close()
+    wait_for_no_instance(agent.pid)
+
+
 @pytest.mark.parametrize(("body", "status", "code"), [
     ({"path": "relative"}, 400, "invalid_path"),
     ({"path": ""}, 400, "invalid_path"),
@@ -223,16 +300,8 @@ def test_a_folder_renamed_inside_a_recursive_watch_is_told_under_its_new_name(ag
 def few_folders(monkeypatch):
     """Watches made in this process, with a limit of 3 watched folders."""
     monkeypatch.setattr(watches, "MAX_WATCHED_FOLDERS", 3)
-    monkeypatch.setattr(watches, "FOLDERS", watches.FolderCount())
     monkeypatch.setattr(watches, "WATCHES", watches.Watches())
     return watches.WATCHES
-
-
-def wait_for_no_folders():
-    deadline = time.monotonic() + 5
-    while watches.FOLDERS.used:
-        assert time.monotonic() < deadline, watches.FOLDERS.used
-        time.sleep(0.02)
 
 
 def test_a_tree_past_the_watched_folders_limit_is_refused(few_folders, tmp_path):
@@ -241,13 +310,14 @@ def test_a_tree_past_the_watched_folders_limit_is_refused(few_folders, tmp_path)
     with pytest.raises(AgentError) as refusal:
         few_folders.start(str(tmp_path), recursive=True)
     assert (refusal.value.status, refusal.value.code) == (400, "too_many_watched_folders")
-    assert watches.FOLDERS.used == 0 and not few_folders.watches
+    assert few_folders.inotify is None and not few_folders.watches  # the instance closed: no watch uses it
 
 
 def test_a_new_folder_past_the_limit_is_told_as_an_overflow(few_folders, tmp_path):
     (tmp_path / "a").mkdir()
     watch = few_folders.start(str(tmp_path), recursive=True)
-    assert watches.FOLDERS.used == 2
+    inotify = few_folders.inotify
+    assert inotify.kernel_watches() == 2
     reader = watch.journal.follow(0, dict, dict, keep_alive=READ_SECONDS)
     (tmp_path / "b").mkdir()
     assert next(reader)[1] == {"type": "CREATE", "path": f"{tmp_path}/b", "name": "b", "is_dir": True}
@@ -255,12 +325,29 @@ def test_a_new_folder_past_the_limit_is_told_as_an_overflow(few_folders, tmp_pat
     notice, created = next(reader)[1], next(reader)[1]
     assert notice == {"type": "WRITE", "path": f"{tmp_path}/c", "name": "c", "is_dir": True, "overflow": True,
                       "dropped": 0}
-    assert created["path"] == f"{tmp_path}/c" and watches.FOLDERS.used == 3
+    assert created["path"] == f"{tmp_path}/c" and inotify.kernel_watches() == 3
     WatchEventsResponse.model_validate(notice, strict=True)
     (tmp_path / "b").rmdir()  # its watch goes, and with it its count
     assert next(reader)[1]["type"] == "DELETE"
+    assert inotify.kernel_watches() == 2
     few_folders.stop(watch.id)
-    wait_for_no_folders()
+    assert few_folders.inotify is None and inotify.kernel_watches() == 0
+
+
+def test_a_folder_two_watches_cover_counts_once(few_folders, tmp_path):
+    (tmp_path / "a").mkdir()
+    first = few_folders.start(str(tmp_path), recursive=True)
+    second = few_folders.start(str(tmp_path), recursive=True)
+    third = few_folders.start(str(tmp_path / "a"), recursive=False)
+    assert few_folders.inotify.kernel_watches() == 2
+    (tmp_path / "b").mkdir()  # the third kernel watch, shared by both recursive watches
+    for watch in (first, second):
+        reader = watch.journal.follow(0, dict, dict, keep_alive=READ_SECONDS)
+        assert next(reader)[1]["path"] == f"{tmp_path}/b"
+    assert few_folders.inotify.kernel_watches() == 3
+    for watch in (first, second, third):
+        few_folders.stop(watch.id)
+    assert few_folders.inotify is None
 
 
 def test_a_recursive_watch_of_the_root_leaves_proc_and_sys_out(monkeypatch):
