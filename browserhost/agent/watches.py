@@ -20,9 +20,9 @@ watch, 72 MiB for 16.
 
 One inotify instance per agent. inotify's limits (fs.inotify.max_user_instances, 128 by default, and
 max_user_watches) are counted per uid across user namespaces, and every session's agent and Chromium run as the
-one sandbox user: all sessions of a host share them. A watch with an instance of its own let 8 sessions of 16
-watches take every instance, Chromium's too; so the agent's watches share one instance, made with the first and
-closed with the last, one thread reading it and handing each event to the watches using its descriptor. A session
+one sandbox user: all sessions of a host share them. With an instance per watch, 8 sessions of 16 watches took
+every instance, Chromium's too; so the agent's watches share one instance, made with the first and closed with
+the last, one thread reading it and handing each event to the watches using its descriptor. A session
 then takes at most 3 instances (the agent's, and Chromium's 2: its browser and network processes) and at most
 MAX_WATCHED_FOLDERS kernel watches besides Chromium's handful. The default max_user_watches is 1% of the host's
 memory at some 1.25 KiB a watch, from 8192 to 1048576 (192530 on a host of 23 GiB): divided by 8192, the sessions
