@@ -50,7 +50,7 @@ def run(session, actions, *, resend=False, activity=None):
     host = session.host
     db.close()  # given back to the pool; the request's teardown copes with a closed one
     try:
-        with _active_while(session, activity):
+        with active_while(session, activity):
             answer = HostClient(host).computer(session.id, ComputerRequest(actions=actions, resend=resend),
                                                timeout=seconds + ACTION_SECONDS)
     except HostError as error:
@@ -78,9 +78,8 @@ def planned_seconds(session, actions):
 
 
 @contextmanager
-def _active_while(session, activity):
-    """A block during which `activity(session)` runs every ACTIVITY_SHARE of the session's timeout, in an app
-    context and a database connection of its own."""
+def active_while(session, activity):
+    """A block during which `activity(session)` runs every ACTIVITY_SHARE of the session's timeout (record_activity)."""
     if activity is None:
         yield
         return
@@ -88,11 +87,7 @@ def _active_while(session, activity):
 
     def keep_active():
         while not stop.wait(session.timeout_seconds * ACTIVITY_SHARE):
-            try:
-                with app.app_context(), db.connection_context():
-                    activity(session)
-            except Exception:
-                logger.exception("session %s: recording its activity during its actions failed", session.id)
+            record_activity(app, session, activity)
 
     ticker = threading.Thread(target=keep_active, name="computer-activity", daemon=True)
     ticker.start()
@@ -101,6 +96,16 @@ def _active_while(session, activity):
     finally:
         stop.set()
         ticker.join()
+
+
+def record_activity(app, session, activity):
+    """`activity(session)` in an app context and a database connection of its own (it may run outside a request, or
+    beside one holding no connection); a failure is logged, never raised: what it kept active goes on."""
+    try:
+        with app.app_context(), db.connection_context():
+            activity(session)
+    except Exception:
+        logger.exception("session %s: recording its activity failed", session.id)
 
 
 def screenshot(session, region, **options):

@@ -28,6 +28,9 @@ def agent_refused(error):
     return session_agent.refusal_response(error)
 
 
+blp.before_request(session_agent.refuse_head)
+
+
 @blp.before_request
 def bodies_of_files():
     """A file's body is read as it was sent (415 otherwise, before the session is looked up, as every body is),
@@ -105,7 +108,7 @@ def download_dir_zip(args, session_ref):
 
 def streamed(session, answer, mimetype, length=None):
     headers = {"Content-Length": length} if length is not None else {}
-    return Response(session_agent.kept_active(session, answer), mimetype=mimetype, headers=headers)
+    return session_agent.relayed(session, answer, iter(answer), mimetype, headers)
 
 
 @blp.route("/<session_ref>/fs/write_file", methods=["PUT"])
@@ -114,7 +117,8 @@ def streamed(session, answer, mimetype, length=None):
 @blp.response(201)
 @blp.alt_response(415, response="UNSUPPORTED_MEDIA_TYPE")
 @blp.alt_response(411, description="no Content-Length: length_required")
-@blp.alt_response(413, description="larger than the room the session has left: insufficient_room, with room_bytes")
+@blp.alt_response(413, description="larger than the room the session has left: insufficient_room, with room_bytes "
+                                    "(for a file larger than the session's memory: that memory, the most it may hold)")
 def write_file(args, session_ref):
     """Write a file from the body's bytes (streamed; its folders are made; mode: octal, default 644)"""
     session = find(session_ref)
@@ -122,9 +126,10 @@ def write_file(args, session_ref):
     if length is None:
         raise ApiError(411, "length_required", "Send the file with its Content-Length: its room in the session is "
                                                "checked before anything is written.")
-    if length > uploads.memory_bytes(session):
-        raise ApiError(413, "payload_too_large", f"The file is {length} bytes, more than the session's memory "
-                       f"({session.memory}) holds: nothing was written.")
+    memory = uploads.memory_bytes(session)
+    if length > memory:  # the agent's refusal, without sending the body: its room is at most the session's memory
+        raise AgentRefusal(413, "insufficient_room", f"The file is {length} bytes, more than the session's memory "
+                           f"({memory} bytes) can hold: nothing was written.", fields={"room_bytes": memory})
     body = session_agent.kept_active(session, uploads.read_body(request.stream, length))
     with session_agent.open_stream(session, WHAT, "PUT", "fs/write_file", body, query=args, length=length):
         return done(201)

@@ -10,7 +10,8 @@ and a call sent as it does so would be lost). Only the GET routes (read-only) ar
 connection fails before the answer (urllib3's Retry): a start moves to another host within its deadline instead
 (drivers.HostDriver.start), and computer actions or a recording's start are not idempotent. A start goes on a
 connection of its own, so that a host machine gone silent fails it at connecting (HostError.reached False: the start
-moves) rather than after its deadline.
+moves) rather than after its deadline. So does every call of a session's agent: what it answers is the tenant's to
+control, and however the host frames it, no byte of it may ever reach another call's connection.
 """
 import json
 import time
@@ -83,7 +84,9 @@ def host_pools(pool_class, **options):
 
 
 _pools = host_pools(HostPool, maxsize=CONNECTIONS_PER_HOST)
-_fresh_pools = host_pools(FreshPool, maxsize=1)
+# Connections without a socket once their call is done (the host closes them): kept only so that many calls at once
+# (a worker's agent calls) do not each log urllib3's "pool is full" warning.
+_fresh_pools = host_pools(FreshPool, maxsize=CONNECTIONS_PER_HOST)
 
 
 class HostError(Exception):
@@ -178,33 +181,36 @@ class HostClient:
         return self._call("GET", control.HEALTH, None, control.Health, timeout=10)
 
     def agent(self, session_id, method, path, body=None, *, query="", **options) -> "StreamedAnswer":
-        """`method path` (such as "fs/read_file") of the session's agent, forwarded by its host as it is; `options`
-        as stream's. The answer streams: a file, an SSE stream, or exec's answer trickling in."""
+        """`method path` (such as "fs/read_file") of the session's agent, forwarded by its host as it is, on a
+        connection of its own; `options` as stream's. The answer streams: a file, an SSE stream, or exec's answer
+        trickling in."""
         return self.stream(method, control.SESSION_AGENT, body, session_id=session_id, path=path, query=query,
-                           **options)
+                           fresh=True, **options)
 
     def agent_json(self, session_id, method, path, body=None, *, query="", timeout):
-        """The JSON answer (None for an empty one) of the session's agent to `method path` with the JSON `body`."""
+        """The JSON answer (None for an empty one) of the session's agent to `method path` with the JSON `body`, on a
+        connection of its own."""
         url = control.path(control.SESSION_AGENT, session_id=session_id, path=path) + query
         try:
-            return send(self.host, method, url, body, timeout=timeout)
+            return send(self.host, method, url, body, timeout=timeout, fresh=True)
         except HostError as error:
             error.route, error.session_id, error.method = control.SESSION_AGENT, session_id, method
             raise
 
     def stream(self, method, route, body=None, *, limit, timeout, length=None,
-               content_type="application/octet-stream", headers=None, session_id=None, query="",
+               content_type="application/octet-stream", headers=None, session_id=None, query="", fresh=False,
                **values) -> "StreamedAnswer":
         """`method route` with a body of any size and an answer of up to `limit` bytes, neither held whole (a
         session's files): `body` (a binary file or an iterable of bytes) is sent as it is read, with its `length`
         when known, else chunked; `headers` go with it. The answer is a StreamedAnswer once the host accepted the
-        call. A refusal is a HostError as for every route (api_error translates it)."""
+        call. A refusal is a HostError as for every route (api_error translates it). `fresh`: on a connection of
+        its own."""
         path = control.path(route, session_id=session_id, **values) + query
         headers = dict(headers or {}, **({} if body is None else {"Content-Type": content_type}))
         if length is not None:
             headers["Content-Length"] = str(length)
         try:
-            response = _open(self.host, method, path, body, headers, timeout=timeout)
+            response = _open(self.host, method, path, body, headers, timeout=timeout, fresh=fresh)
             if response.status >= 300:
                 data = _read_bounded(self.host, response)
                 try:

@@ -16,16 +16,19 @@ TENANTS_WORDS = {"browser_unreachable", "not_found", "replay_in_progress", "bad_
 # What a host refusing a start answers when it started nothing there (another host may take the session). Not
 # browser_host_busy: that host spent the whole start deadline.
 HOST_DID_NOT_TAKE = ("no_browser_capacity", "browser_host_stopping", "browser_host_unavailable")
-# A session agent's refusals passed on as they are: it checks what a tenant sent (paths, sizes, processes) and says
-# what is wrong in words meant for them. None of these is a status the SDKs send again.
-AGENT_STATUSES = {400, 404, 411, 413, 501, 503}
+# A session agent's 4xx refusals with a code pass on as they are (it checks what a tenant sent: paths, sizes,
+# processes, permissions; and says what is wrong in words meant for them), and so do its 501 and 503: nothing ran.
+# Except the statuses the SDKs send again (RETRIED_4XX): those become a 400 with the same code, since the agent's
+# words do not say whether the same call again is safe.
+AGENT_5XX = {501, 503}
+RETRIED_4XX = {408, 409, 429}
 # The fields of an agent's refusal a client gets beside code and message: the room a write did not fit in.
 AGENT_FIELDS = ("room_bytes",)
 
 
 class AgentRefusal(ApiError):
-    """A session agent's refusal in its words, with its `fields` beyond code and message (AGENT_FIELDS), which the
-    views answer in the body (app/browsers/session_agent.refusal_response)."""
+    """A session agent's refusal in its words (or the app's own in the agent's shape), with its `fields` beyond code
+    and message (AGENT_FIELDS), which the views answer in the body (app/browsers/session_agent.refusal_response)."""
 
     def __init__(self, status, code, message, *, fields=None, headers=None):
         super().__init__(status, code, message, headers=headers)
@@ -126,12 +129,14 @@ def _not_changed(error, done):
 def _agent_failed(error):
     """A call of a session's agent (files, processes) that it refused, or that failed on its way. A failure sent
     again could do twice what ran (a move, an exec): a 502 says to retry only a read, or a call never sent."""
-    if error.code and error.status in AGENT_STATUSES:
+    if error.code and error.status == 409 and error.code == "browser_restarting":  # the host's: nothing was done
+        return conflict(error.code, error.public_message, retry_after=RESTART_RETRY_SECONDS)
+    if error.code and error.status in RETRIED_4XX:
+        return AgentRefusal(400, error.code, error.public_message)
+    if error.code and error.status is not None and (400 <= error.status < 500 or error.status in AGENT_5XX):
         fields = {name: error.extra[name] for name in AGENT_FIELDS if name in error.extra}
         return AgentRefusal(error.status, error.code, error.public_message, fields=fields,
                             headers=_retry_after() if error.status == 503 else None)
-    if error.code and error.status == 409:  # the host's own: the session is not ready for it, nothing was done
-        return conflict(error.code, error.public_message)
     logger.warning("session %s: a call of its agent failed: %s", error.session_id, error)
     again = not error.reached or error.method == "GET"
     return ApiError(502, "session_agent_failed", f"The session's agent could not do it: {error.public_message}",

@@ -4,8 +4,6 @@ Every process runs inside the session's sandbox as its user, started and watched
 firewall allows, and ends with the session."""
 import json
 
-from flask import Response
-
 from app.browsers import process_schemas as schemas
 from app.browsers import session_agent
 from app.browsers.computer_schemas import OkSchema
@@ -18,6 +16,9 @@ from lantern_wire.control import MAX_JSON_BYTES
 blp = Blueprint("processes", __name__, url_prefix="/browsers",
                 description="Processes inside a browser session's sandbox: run, stream, signal.")
 WHAT = "process API"
+
+
+blp.before_request(session_agent.refuse_head)
 
 
 @blp.errorhandler(AgentRefusal)
@@ -43,7 +44,7 @@ def exec_command(args, session_ref):
     body = json.dumps(args).encode()
     answer = session_agent.open_stream(session, WHAT, "POST", "process/exec", body, length=len(body),
                                        content_type="application/json", limit=MAX_JSON_BYTES)
-    return Response(session_agent.kept_active(session, answer.as_it_comes()), mimetype="application/json")
+    return session_agent.relayed(session, answer, answer.as_it_comes(), "application/json")
 
 
 @blp.route("/<session_ref>/process/spawn", methods=["POST"])

@@ -4,21 +4,27 @@ lantern_wire.control.SESSION_AGENT), which forwards them as they are, bodies and
 the API's error in one place (host_errors.api_error), with the agent's `room_bytes` when a write did not fit.
 
 A call holds no database connection while the agent works (a write of a large file, an exec of minutes), and one
-that moves bytes for long is the session's activity all along (kept_active), as computer actions are.
+that moves bytes for long, an event stream's frames included, is the session's activity all along (kept_active), as
+computer actions are. Every streamed answer gives its host connection back when the client's response closes.
 """
+import logging
 import re
+import socket
 import time
 from urllib.parse import urlencode
 
-from flask import current_app, request
+from flask import Response, current_app, g, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from app.browsers import lifecycle
-from app.browsers.computer import ACTIVITY_SHARE, require_host_driver
+from app.browsers.computer import ACTIVITY_SHARE, record_activity, require_host_driver
 from app.browsers.host_client import HostClient, HostError
 from app.browsers.host_errors import api_error
-from app.core import sse
+from app.core import sse, streamslots
 from app.core.db import db
 from app.core.errors import error_response, not_found
+
+logger = logging.getLogger(__name__)
 
 # The longest the app waits for the agent's next bytes: its event streams send a keep-alive every 15 s and exec a
 # space every 10 s while its process runs, so only a stuck host or agent is this quiet.
@@ -73,15 +79,35 @@ def agent_id(value, what):
 
 
 def relayed_events(session, what, path):
-    """The agent's event stream at `path` (SSE), relayed as it comes, from the client's Last-Event-ID."""
+    """The agent's event stream at `path` (SSE), relayed as it comes, from the client's Last-Event-ID. Its stream
+    slot (503 too_many_streams past the caps) is taken before the agent is asked for anything."""
     last = request.headers.get("Last-Event-ID", "").strip()
     headers = {"Last-Event-ID": last} if last.isascii() and last.isdigit() else {}
-    answer = open_stream(session, what, "GET", path, headers=headers)
+    slot = streamslots.admit(g.org.id if "org" in g else None)
     try:
-        return sse.stream(answer.as_it_comes())
-    except BaseException:  # no slot for it (503 too_many_streams): its connection is given back
-        answer.close()
+        answer = open_stream(session, what, "GET", path, headers=headers)
+    except BaseException:
+        slot.release()
         raise
+    # Opened with a comment: the client has the headers at once, not at the agent's first frame.
+    response = relayed(session, answer, answer.as_it_comes(), "text/event-stream", sse.HEADERS,
+                       first=sse.comment("stream open").encode())
+    response.call_on_close(slot.release)
+    return response
+
+
+def relayed(session, answer, chunks, mimetype, headers=None, *, first=None):
+    """A response passing on `chunks` of the agent's `answer` (a StreamedAnswer) as they come, kept active; the
+    answer's host connection is closed with the response, whether its body was read whole, in part or not at all."""
+    response = Response(kept_active(session, chunks, first=first), mimetype=mimetype, headers=headers)
+    response.call_on_close(answer.close)
+    return response
+
+
+def refuse_head():
+    """HEAD of a GET route would have the agent send a whole file (or stream) for nobody: it is not served."""
+    if request.method == "HEAD":
+        raise MethodNotAllowed(valid_methods=["GET"])
 
 
 def query_string(values):
@@ -89,29 +115,47 @@ def query_string(values):
     return f"?{urlencode(given)}" if given else ""
 
 
-def kept_active(session, chunks):
-    """`chunks` passed on as they come, the session's activity recorded (lifecycle.touch) at most every
-    ACTIVITY_SHARE of its timeout while they flow and once at their end: a long transfer, or an exec whose answer
-    trickles in, keeps its session from timing out under it. It runs in a view or after one returned (an answer's
-    body): the app context and the database connection are its own."""
+def kept_active(session, chunks, *, first=None):
+    """`chunks` (a request's body or an agent's answer) passed on as they come, after `first` if given, the session's
+    activity recorded (lifecycle.touch) at most every ACTIVITY_SHARE of its timeout while they flow and once at
+    their end: a long transfer, an exec whose answer trickles in, or an event stream (its keep-alives too) keeps its
+    session from timing out under it. It runs in a view or after one returned (an answer's body): the app context
+    and the database connection are its own. An answer the host stops part-way is logged in one line and its client's
+    connection cut (a short body must not look whole); `chunks` is closed however it ends."""
     app = current_app._get_current_object()  # Flask's documented way to keep the app beyond its context
+    client = request.environ.get("gunicorn.socket")
     every = session.timeout_seconds * ACTIVITY_SHARE
 
     def flowing():
         touched = time.monotonic()
-        for chunk in chunks:
-            if time.monotonic() - touched >= every:
-                touch(app, session)
-                touched = time.monotonic()
-            yield chunk
-        touch(app, session)
+        try:
+            if first is not None:
+                yield first
+            for chunk in chunks:
+                if time.monotonic() - touched >= every:
+                    record_activity(app, session, lifecycle.touch)
+                    touched = time.monotonic()
+                yield chunk
+        except HostError as error:
+            logger.warning("session %s: its agent's answer stopped part-way: %s", session.id, error)
+            cut(client)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+            record_activity(app, session, lifecycle.touch)
 
     return flowing()
 
 
-def touch(app, session):
-    with app.app_context(), db.connection_context():
-        lifecycle.touch(session)
+def cut(client):
+    """Close the client's connection under its response: a body ended short must not end as a whole one would."""
+    if client is None:  # not served by gunicorn (tests): the body just ends
+        return
+    try:
+        client.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already gone
 
 
 def refusal_response(error):

@@ -1,6 +1,7 @@
 """A browser host's stand-in for the session agent's route (lantern_wire.control.SESSION_AGENT): it keeps what the
 app forwards (method, the agent's path, query, headers, body or its size and SHA-256) and answers what a test set
-for that path, so the app's forwarding is tested without a sandbox (the agent itself: tests/browserhost/agent/)."""
+for that path, so the app's forwarding is tested without a sandbox (the agent itself: tests/browserhost/agent/).
+Its fixtures `agent` and `sdk` serve tests/browsers/test_fs_api.py and test_process_api.py."""
 import hashlib
 import json
 from contextlib import contextmanager
@@ -9,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import kernel
+import pytest
 
 from app.browsers import hosts
 from app.browsers.models import BrowserSession
@@ -30,6 +32,7 @@ class Forwarded:
     sha256: str = ""
     body: bytes = b""
     chunked: bool = False
+    peer: tuple = ()  # the app's end of the connection it came on
 
     def json(self):
         return json.loads(self.body)
@@ -58,7 +61,8 @@ class AgentHost(LocalServer):
     def forward(self, handler, method):
         url = urlsplit(handler.path)
         forwarded = Forwarded(method, url.path.split(AGENT, 1)[1], dict(parse_qsl(url.query)),
-                              {name.lower(): value for name, value in handler.headers.items()})
+                              {name.lower(): value for name, value in handler.headers.items()},
+                              peer=handler.client_address)
         self.receive(handler, forwarded)
         self.calls.append(forwarded)
         answer = self.answers.get(forwarded.path, (200, b""))
@@ -122,9 +126,12 @@ def event_stream(frames, keep_open=None):
 
 
 @contextmanager
-def agent_host(app, session_id):
-    """An AgentHost running the session (made a host driver's), stopped at the end."""
-    host = AgentHost().start()
+def agent_host(app, session_id, protocol=AgentHost.protocol):
+    """An AgentHost running the session (made a host driver's), stopped at the end; `protocol` "HTTP/1.1" keeps its
+    connections open when the app asks it to."""
+    host = AgentHost()
+    host.protocol = protocol
+    host.start()
     try:
         with app.app_context(), db.connection_context():
             hosts.add("h1", host.url)
@@ -136,6 +143,21 @@ def agent_host(app, session_id):
 
 
 def sdk_client(app, api_key):
-    """The official SDK calling the app in-process, without retries (a test sees each answer)."""
+    """The official SDK calling the app in-process, without retries (a test sees each answer), validating every
+    answer against its models (DESIGN section 1.2): what the app relays must be what the SDK reads."""
     http = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://lantern.test")
-    return kernel.Kernel(api_key=api_key, base_url="http://lantern.test", http_client=http, max_retries=0)
+    return kernel.Kernel(api_key=api_key, base_url="http://lantern.test", http_client=http, max_retries=0,
+                         _strict_response_validation=True)
+
+
+@pytest.fixture
+def agent(app, new_browser):
+    """(the host's stand-in, the id of a session it runs)."""
+    session_id = new_browser()["session_id"]
+    with agent_host(app, session_id) as host:
+        yield host, session_id
+
+
+@pytest.fixture
+def sdk(app, owner_key):
+    return sdk_client(app, owner_key.plaintext)

@@ -7,33 +7,25 @@ import io
 import json
 import stat
 import threading
-import tracemalloc
 import zipfile
 
 import pytest
 
-from app.browsers import uploads
-from tests.browsers.agent_host import agent_host, event_stream, sdk_client
+from app.browsers import host_errors, lifecycle, session_agent, uploads
+from app.core import streamslots
+from app.core.errors import ApiError
+from tests.browsers import agent_host
+from tests.browsers.agent_host import event_stream
+from tests.browsers.test_host_stream import peak_allocated
 from tests.conftest import client_for
 from tests.waiting import eventually
+
+agent, sdk = agent_host.agent, agent_host.sdk  # its fixtures, under the names the tests take
 
 MiB = 1024 * 1024
 BLOCK = bytes(range(256)) * 256  # 64 KiB
 INFO = {"name": "a.txt", "path": "/home/kernel/a.txt", "is_dir": False, "size_bytes": 3,
         "mod_time": "2026-01-02T03:04:05Z", "mode": "-rw-r--r--"}
-
-
-@pytest.fixture
-def agent(app, new_browser):
-    """(the host's stand-in, the id of a session it runs)."""
-    session_id = new_browser()["session_id"]
-    with agent_host(app, session_id) as host:
-        yield host, session_id
-
-
-@pytest.fixture
-def sdk(app, owner_key):
-    return sdk_client(app, owner_key.plaintext)
 
 
 def test_the_openapi_document_has_the_sdks_fifteen_files_operations(anonymous):
@@ -138,6 +130,9 @@ def test_a_session_of_another_driver_has_no_files_here(client, new_browser):
     (400, {"code": "too_many_watches", "message": "a session has at most 16 watches"}),
     (413, {"code": "insufficient_room", "message": "the file needs 10 bytes, 4 bytes left", "room_bytes": 4}),
     (411, {"code": "length_required", "message": "a body needs its Content-Length"}),
+    (403, {"code": "permission_denied", "message": "/root/x: permission denied"}),
+    (405, {"code": "method_not_allowed", "message": "PUT is not allowed here"}),
+    (414, {"code": "uri_too_long", "message": "the path is too long"}),
     (501, {"code": "not_implemented", "message": "not here"}),
     (503, {"code": "agent_unavailable", "message": "the session's agent is starting"}),
 ])
@@ -151,6 +146,35 @@ def test_the_agents_refusals_reach_the_client_in_its_words(agent, client, status
     assert "x-should-retry" not in response.headers
 
 
+@pytest.mark.parametrize("status", [408, 409, 429])
+def test_an_agents_refusal_in_a_status_the_sdks_send_again_is_a_400_in_its_words(agent, client, status):
+    host, session_id = agent
+    host.answers["fs/move"] = (status, {"code": "busy", "message": "try later"})
+    response = client.put(f"/browsers/{session_id}/fs/move", json={"src_path": "/a", "dest_path": "/b"})
+    assert response.status_code == 400 and (response.get_json()["code"], response.get_json()["message"]) == (
+        "busy", "try later")
+
+
+def test_a_session_whose_browser_restarts_is_a_409_with_retry_after(agent, client):
+    host, session_id = agent
+    host.answers["fs/move"] = (409, {"code": "browser_restarting", "message": "the browser is starting again"})
+    response = client.put(f"/browsers/{session_id}/fs/move", json={"src_path": "/a", "dest_path": "/b"})
+    assert response.status_code == 409 and response.get_json()["code"] == "browser_restarting"
+    assert response.headers["Retry-After"] == str(host_errors.RESTART_RETRY_SECONDS)
+
+
+def test_every_agent_call_goes_on_a_connection_of_its_own(app, new_browser, sdk):
+    """What a session's agent answers is its tenant's to control: its connection is never used for another call."""
+    session_id = new_browser()["session_id"]
+    with agent_host.agent_host(app, session_id, protocol="HTTP/1.1") as host:  # it keeps connections open if asked
+        host.answers.update({"fs/file_info": (200, INFO), "fs/read_file": (200, b"abc")})
+        for _ in range(2):
+            sdk.browsers.fs.file_info(session_id, path="/tmp/a")
+            assert sdk.browsers.fs.read_file(session_id, path="/tmp/a").read() == b"abc"
+    assert len({call.peer for call in host.calls}) == 4
+    assert {call.headers["connection"] for call in host.calls} == {"close"}
+
+
 def test_a_failure_on_the_way_is_a_502_that_is_not_sent_again_unless_it_only_read(agent, client):
     host, session_id = agent
 
@@ -162,15 +186,6 @@ def test_a_failure_on_the_way_is_a_502_that_is_not_sent_again_unless_it_only_rea
     assert moved.status_code == 502 and moved.headers["x-should-retry"] == "false"
     listed = client.get(f"/browsers/{session_id}/fs/list_files?path=/tmp")
     assert listed.status_code == 502 and "Retry-After" in listed.headers
-
-
-def peak_allocated(call):
-    tracemalloc.start()
-    try:
-        result = call()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_a_64_mib_file_is_written_through_the_app_without_being_held(agent, client, tmp_path):
@@ -245,9 +260,57 @@ def test_a_file_without_its_length_is_411_and_one_larger_than_the_session_is_413
     huge = client.put(f"/browsers/{session_id}/fs/write_file?path=/tmp/x", data=b"abc",
                       content_type="application/octet-stream")
     assert huge.status_code == 413 and "3 bytes" in huge.get_json()["message"]
+    assert (huge.get_json()["code"], huge.get_json()["room_bytes"]) == ("insufficient_room", 2)
     json_body = client.put(f"/browsers/{session_id}/fs/write_file?path=/tmp/x", json={"content": "x"})
     assert json_body.status_code == 415
     assert host.calls == []
+
+
+def big_file(size, cut_at=None, failed=None):
+    """An answer of a file of `size` bytes, cut (its connection closed) after `cut_at` bytes if given; `failed` (an
+    Event) is set when the app closed the connection before the file was sent."""
+    def answer(handler, forwarded):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        try:
+            for start in range(0, size if cut_at is None else cut_at, len(BLOCK)):
+                handler.wfile.write(BLOCK[:size - start])
+        except OSError:
+            if failed is not None:
+                failed.set()
+        handler.close_connection = True
+    return answer
+
+
+def test_head_of_a_file_is_refused_without_asking_the_agent(agent, client):
+    host, session_id = agent
+    for url in ("fs/read_file?path=/tmp/a", "fs/download_dir_zip?path=/tmp", "process/p_1/stdout/stream"):
+        response = client.head(f"/browsers/{session_id}/{url}")
+        assert response.status_code == 405 and response.headers["Allow"] == "GET"
+    assert host.calls == []
+
+
+def test_a_file_left_unread_gives_its_host_connection_back_when_the_response_closes(agent, client):
+    host, session_id = agent
+    failed = threading.Event()
+    host.answers["fs/read_file"] = big_file(64 * MiB, failed=failed)
+    response = client.get(f"/browsers/{session_id}/fs/read_file?path=/tmp/big", buffered=False)
+    assert response.status_code == 200
+    response.close()  # the client went away before the body
+    assert eventually(failed.is_set), "the host's connection was left open"
+
+
+def test_a_file_the_host_stops_sending_part_way_ends_short_with_one_line_in_the_log(agent, client, caplog):
+    host, session_id = agent
+    host.answers["fs/read_file"] = big_file(4 * MiB, cut_at=MiB)
+    response = client.get(f"/browsers/{session_id}/fs/read_file?path=/tmp/big", buffered=False)
+    received = sum(len(chunk) for chunk in response.response)
+    response.close()
+    assert response.headers["Content-Length"] == str(4 * MiB) and received == MiB
+    [record] = [r for r in caplog.records if r.name == "app.browsers.session_agent"]
+    assert "stopped part-way" in record.getMessage() and record.exc_info is None
 
 
 def manifest_and_bytes(forwarded):
@@ -405,6 +468,38 @@ def test_watch_events_are_relayed_as_they_come_with_last_event_id_passed_on(agen
     response.close()
     assert f"id: 8\ndata: {json.dumps(event)}\n\n".encode() in received
     assert host.calls[0].headers["last-event-id"] == "7"
+
+
+def test_a_watch_stream_takes_its_slot_before_the_agent_is_asked(agent, client, monkeypatch):
+    host, session_id = agent
+
+    def full(org_id):
+        raise ApiError(503, "too_many_streams", "no slot")
+
+    monkeypatch.setattr(streamslots, "admit", full)
+    response = client.get(f"/browsers/{session_id}/fs/watch/w_1/events")
+    assert response.status_code == 503 and response.get_json()["code"] == "too_many_streams"
+    assert host.calls == []
+
+
+def test_an_event_stream_is_the_sessions_activity_while_its_frames_flow_even_when_recording_it_fails(
+        agent, client, monkeypatch, caplog):
+    host, session_id = agent
+    touched = []
+
+    def touch(session):  # the call's own (views.find) goes through; those while its frames flow fail
+        touched.append(session.id)
+        if len(touched) > 1:
+            raise RuntimeError("the database is gone")
+
+    monkeypatch.setattr(session_agent, "ACTIVITY_SHARE", 0)  # every frame is a moment to record it
+    monkeypatch.setattr(lifecycle, "touch", touch)
+    event = {"type": "CREATE", "path": "/tmp/a", "name": "a", "is_dir": False}
+    host.answers["fs/watch/w_1/events"] = event_stream([(1, event), (2, event), (3, event)])
+    response = client.get(f"/browsers/{session_id}/fs/watch/w_1/events")
+    assert response.status_code == 200 and response.get_data().count(b"data: ") == 3  # never cut
+    assert len(touched) >= 3 and set(touched) == {session_id}  # the call's, one as a frame came, one at the end
+    assert any("recording its activity failed" in r.getMessage() for r in caplog.records)
 
 
 def test_a_watch_id_that_could_change_the_forwarded_path_is_404(agent, client):

@@ -9,23 +9,13 @@ import threading
 import kernel
 import pytest
 
-from tests.browsers.agent_host import agent_host, event_stream, sdk_client
+from tests.browsers import agent_host
+from tests.browsers.agent_host import event_stream
+
+agent, sdk = agent_host.agent, agent_host.sdk  # its fixtures, under the names the tests take
 
 RESULT = {"exit_code": 0, "stdout_b64": base64.b64encode(b"1000\n").decode(), "stderr_b64": "", "duration_ms": 4,
           "timed_out": False, "stdout_truncated": False, "stderr_truncated": False}
-
-
-@pytest.fixture
-def agent(app, new_browser):
-    """(the host's stand-in, the id of a session it runs)."""
-    session_id = new_browser()["session_id"]
-    with agent_host(app, session_id) as host:
-        yield host, session_id
-
-
-@pytest.fixture
-def sdk(app, owner_key):
-    return sdk_client(app, owner_key.plaintext)
 
 
 def test_the_openapi_document_has_the_sdks_seven_process_operations(anonymous):
