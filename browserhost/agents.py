@@ -10,10 +10,17 @@ keeps no end of it, so a dead agent refuses connections and the next call starts
 it came, its body and its answer streamed (never held), with the session's room (lantern_wire.control.ROOM_HEADER),
 one call per connection. The agent is the tenant's to control (its processes run as its user): its answer is
 parsed here and the app gets this host's own head and the answer's body up to its framing, nothing more.
+
+A tenant can stop its own agent (same uid) or have it never answer, so what one session's calls hold of this host
+is bounded: at most CALLS_PER_SESSION forwards at once per session and capacity x that for the host (past either,
+503 agent_busy with Retry-After: nothing was sent, so a retry is safe), its answer's head within HEAD_SECONDS of
+the call being sent, and a forward ends as soon as the app's side of it closes.
 """
 import http.client
+import io
 import logging
 import os
+import select
 import socket
 import subprocess
 import threading
@@ -37,6 +44,14 @@ AGENT_START_BYTES = 24 * 1024 * 1024
 READY_SECONDS = 10.0  # a start's bwrap and Python take some 0.1 s; a machine busy enough to pass this is refused
 # The agent writes within 15 s while a call runs (an SSE keep-alive, exec's spaces): longer silence is a stuck agent.
 SILENCE_SECONDS = 300
+# It sends an answer's head at once once it has the body (streams and exec's trickle too): a stuck or stopped agent.
+HEAD_SECONDS = 60.0
+CONNECT_SECONDS = 5.0
+# Forwards at once per session (each holds a thread of this host): SSE streams count while they are open.
+CALLS_PER_SESSION = 64
+BUSY_RETRY_SECONDS = 2
+# The app's side is gone: its FIN (or reset). The control API's only caller, the app, never half-closes.
+CALLER_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 CHUNK = 256 * 1024
 FORWARDED_HEADERS = ("Content-Type", "Accept", "Last-Event-ID")
 # What of the agent's answer head the app gets (the rest of the head is this host's own): what its answers need.
@@ -54,6 +69,33 @@ class AgentUnavailable(Exception):
         self.status, self.code, self.extra = status, code, extra
 
 
+class CallerLeft(ConnectionError):
+    """The app's side of a forward closed: nobody reads its answer."""
+
+
+class AnsweredEarly(ConnectionError):
+    """The agent answered before taking the whole body (a refusal): the rest is not sent."""
+
+
+class Slots:
+    """At most `size` taken at once: take() is False past it."""
+
+    def __init__(self, size):
+        self.size, self.taken = size, 0
+        self.lock = threading.Lock()
+
+    def take(self):
+        with self.lock:
+            if self.taken >= self.size:
+                return False
+            self.taken += 1
+            return True
+
+    def give(self):
+        with self.lock:
+            self.taken -= 1
+
+
 class SessionAgent:
     """One session's agent: started on its first call, and again on a call after it died."""
 
@@ -61,6 +103,7 @@ class SessionAgent:
         self.lock = threading.Lock()  # one start at a time; the others wait for it
         self.process = None
         self.socket_path = None
+        self.calls = Slots(CALLS_PER_SESSION)
 
     def connect(self, box):
         """A connection to the agent of `box` (the session's sandbox), started first when it does not run;
@@ -71,8 +114,9 @@ class SessionAgent:
             path = self.socket_path
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            upstream.settimeout(SILENCE_SECONDS)
+            upstream.settimeout(CONNECT_SECONDS)  # a full backlog (a stopped agent) refuses at once on Linux
             upstream.connect(path)
+            upstream.settimeout(SILENCE_SECONDS)  # a bound behind AgentSide's waits, which come first
         except OSError as error:  # it died since: the next call starts another
             upstream.close()
             raise AgentUnavailable(f"The session's agent does not answer ({error}); retry.") from None
@@ -146,11 +190,36 @@ def wait_until_accepting(path, process, seconds):
 def forward(handler, hosted, rest, query):
     """Forward the call `handler` (control.ControlHandler) reads to `hosted`'s agent as `/<rest>?<query>` (both as
     they came, still escaped), its body streamed there and the agent's answer streamed back under a head of this
-    host's own; the connection with the app ends with it."""
+    host's own; the connection with the app ends with it. At most CALLS_PER_SESSION at once for the session and
+    handler.host.forwards' size for the host: past either, 503 agent_busy."""
     refusal = refused(handler, hosted, rest, query)
     if refusal:
         handler.answer(*refusal)
         return
+    host_slots, session_slots = handler.host.forwards, hosted.agent.calls
+    if not host_slots.take():
+        answer_busy(handler, "This browser host")
+        return
+    try:
+        if not session_slots.take():
+            answer_busy(handler, "The session")
+            return
+        try:
+            forward_in_slot(handler, hosted, rest, query)
+        finally:
+            session_slots.give()
+    finally:
+        host_slots.give()
+
+
+def answer_busy(handler, who):
+    handler.answer(503, {"code": "agent_busy", "message": f"{who} has too many files and processes calls under way "
+                         f"(at most {CALLS_PER_SESSION} a session, open event streams included); nothing of this one "
+                         "was done: retry, or end some of them."},
+                   headers={"Retry-After": str(BUSY_RETRY_SECONDS)})
+
+
+def forward_in_slot(handler, hosted, rest, query):
     try:
         upstream = hosted.agent.connect(hosted.box)
     except AgentUnavailable as error:
@@ -158,18 +227,77 @@ def forward(handler, hosted, rest, query):
         return
     handler.close_connection = True  # the agent's answer is relayed as it comes, and ends with its connection
     with upstream:
+        side = AgentSide(upstream, handler.connection)
         head = request_head(handler.command, rest, query, handler.headers, handler.unread, room_of(hosted.box))
         try:
-            upstream.sendall(head)
-            if not copy_body(handler, upstream):
+            side.sendall(head)
+            if not copy_body(handler, side):
                 return  # the app left part-way: the agent sees the body cut short and writes nothing of it
+        except CallerLeft:
+            return
         except OSError as error:  # it stopped reading: it answered before the whole body (a refusal), or is stuck
-            logger.debug("a session's agent took no more of a call's body: %s", error)
-        answered = relay_answer(upstream, handler)
+            logger.debug("a session's agent took no more of a call's body: %r", error)
+        try:
+            answered = relay_answer(side, handler)
+        except CallerLeft:
+            logger.debug("the app left before a session's agent answered")
+            return
     if not answered:  # the agent died (its session ends), was silent too long, or answered no HTTP
         handler.answer(502, {"code": "agent_no_answer", "message": "The session's agent ended without answering; "
                              "what the call asked may have been done."})
     drain_body(handler)
+
+
+class AgentSide(io.RawIOBase):
+    """The agent's connection of one forward, used only once it is ready and while the app's side (`caller`) is
+    there: CallerLeft as soon as the app's side closes, TimeoutError when the agent's answer head is not whole
+    within HEAD_SECONDS of the call being sent, or it is then silent SILENCE_SECONDS. http.client reads the answer
+    through makefile()."""
+
+    def __init__(self, upstream, caller):
+        super().__init__()
+        self.upstream, self.caller = upstream, caller
+        self.head_deadline = None  # set once the call is sent; None again once its head is read
+        self.poller = select.poll()
+        self.poller.register(caller, CALLER_GONE)
+        self.poller.register(upstream, select.POLLIN)
+
+    def makefile(self, mode):
+        return io.BufferedReader(self, CHUNK)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        self.wait(select.POLLIN)
+        return self.upstream.recv_into(buffer)
+
+    def sendall(self, data):
+        """Send all of `data`; AnsweredEarly when the agent answers while it takes no more."""
+        view = memoryview(data)
+        while view:
+            if self.wait(select.POLLOUT | select.POLLIN) & select.POLLOUT:
+                view = view[self.upstream.send(view):]
+            else:
+                raise AnsweredEarly("the agent answered before the whole body")
+
+    def sent(self):
+        self.head_deadline = time.monotonic() + HEAD_SECONDS
+
+    def head_read(self):
+        self.head_deadline = None
+
+    def wait(self, events):
+        """The agent's ready events among `events` (or its hang-up or error)."""
+        self.poller.modify(self.upstream, events)
+        deadline = self.head_deadline or time.monotonic() + SILENCE_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            ready = dict(self.poller.poll(left * 1000))
+            if ready.get(self.caller.fileno(), 0) & CALLER_GONE:
+                raise CallerLeft("the app's side of the call closed")
+            if ready.get(self.upstream.fileno()):
+                return ready[self.upstream.fileno()]
+        raise TimeoutError("the session's agent did not answer in time")
 
 
 def refused(handler, hosted, rest, query):
@@ -210,8 +338,9 @@ def request_head(method, rest, query, headers, length, room):
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")  # as http.server decoded them
 
 
-def copy_body(handler, upstream):
-    """The request's body (handler.unread bytes) sent on, a chunk at a time; False when the app left part-way."""
+def copy_body(handler, side):
+    """The request's body (handler.unread bytes) sent on (to an AgentSide), a chunk at a time; False when the app left
+    part-way."""
     while handler.unread:
         try:
             chunk = handler.rfile.read(min(CHUNK, handler.unread))
@@ -220,21 +349,25 @@ def copy_body(handler, upstream):
         if not chunk:
             return False
         handler.unread -= len(chunk)
-        upstream.sendall(chunk)
+        side.sendall(chunk)
     return True
 
 
-def relay_answer(upstream, handler):
-    """The agent's answer to the app: its status and the headers of ANSWERED_HEADERS under a head of this host's
-    own (with Connection: close), then its body up to its own end (its Content-Length, or its last chunk) and not a
-    byte past it: what the agent, a tenant's to control, writes beyond its answer never reaches the app. False when
-    it gave no answer's head."""
-    answer = http.client.HTTPResponse(upstream, method=handler.command)
+def relay_answer(side, handler):
+    """The agent's answer (on `side`, an AgentSide) to the app: its status and the headers of ANSWERED_HEADERS under
+    a head of this host's own (with Connection: close), then its body up to its own end (its Content-Length, or its
+    last chunk) and not a byte past it: what the agent, a tenant's to control, writes beyond its answer never reaches
+    the app. False when it gave no answer's head (within HEAD_SECONDS); CallerLeft when the app left first."""
+    answer = http.client.HTTPResponse(side, method=handler.command)
+    side.sent()
     try:
         answer.begin()  # at most 100 header lines of 64 KiB each (http.client's bounds)
+    except CallerLeft:
+        raise
     except (http.client.HTTPException, OSError) as error:
         logger.info("a session's agent gave no answer: %r", error)
         return False
+    side.head_read()
     with answer:
         chunked = answer.length is None  # a chunked answer, or one to the agent's close: chunked to the app
         try:

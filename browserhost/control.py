@@ -97,7 +97,7 @@ class ControlHandler(BaseHTTPRequestHandler):
         self.answer(401, {"code": "unauthorized", "message": "Wrong or missing key for this host."})
         return False
 
-    def answer(self, status, body):
+    def answer(self, status, body, headers=None):
         if isinstance(body, BaseModel):
             body = body.model_dump(mode="json")
         data = json.dumps(body).encode()
@@ -107,6 +107,8 @@ class ControlHandler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()

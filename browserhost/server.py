@@ -9,7 +9,8 @@ This module wires the host's rooms together and runs it: the registry of running
 (registry.py), their starts (starts.py), changes to a running one and the computer API (running.py), recordings
 (recordings.py), the heartbeat (heartbeat.py) and the extension archives (extension_cache.py).
 
-Plain threads (ThreadingHTTPServer): a host is not a gunicorn worker. Each browser lives
+Plain threads (ControlServer, a ThreadingHTTPServer): a host is not a gunicorn worker; what one session's calls
+to its agent can hold of them is bounded (browserhost/agents.py). Each browser lives
 in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
 registry: after a crash (`kill -9`), the next start kills the process groups recorded
 there and removes the folders, and its registration ends the sessions the app still gives it.
@@ -29,7 +30,7 @@ import threading
 import time
 from http.server import ThreadingHTTPServer
 
-from browserhost import host_folder, launch, sandbox_policy
+from browserhost import agents, host_folder, launch, sandbox_policy
 from browserhost.control import ControlHandler
 from browserhost.extension_cache import ExtensionCache
 from browserhost.heartbeat import Heartbeats, RegistrationRefused
@@ -52,6 +53,15 @@ FINAL_REPORTS_SECONDS = 10
 START_TEARDOWN_SECONDS = 15
 
 
+class ControlServer(ThreadingHTTPServer):
+    """The control API's server: a thread per connection, none keeping the host from exiting."""
+
+    daemon_threads = True
+    # Connections queued before a thread takes each (socketserver's default is 5): a burst of calls (workers
+    # starting sessions, a tenant's fire-and-forget calls) would otherwise have the rest's SYNs dropped and resent.
+    request_queue_size = 128
+
+
 class BrowserHostServer:
     def __init__(self, settings, client, *, bind, advertise, capacity):
         """`settings`: browserhost.settings.load(); `client`: an uplink.AppClient with this host's credential,
@@ -64,6 +74,8 @@ class BrowserHostServer:
         self.starts = Starts(settings, self.registry)
         self.running = RunningChanges(self.registry, self.starts)
         self.recordings = Recordings(self.registry, client)
+        # What the control API's threads may spend waiting on sessions' agents, over all sessions (agents.py).
+        self.forwards = agents.Slots(capacity * agents.CALLS_PER_SESSION)
         self.heartbeats = Heartbeats(settings, client, self.registry, self.starts, advertise=advertise,
                                      on_refused=self.refused)
         self.stopped = threading.Event()
@@ -76,8 +88,7 @@ class BrowserHostServer:
         """Serve until SIGTERM or SIGINT (or the app refuses this host's credential); then stop every browser
         and end their sessions; the exit status. The port is taken first: a host whose port is in use
         (OSError) touches nothing of the one that holds it."""
-        self.httpd = ThreadingHTTPServer(self.bind, self.handler_class())
-        self.httpd.daemon_threads = True
+        self.httpd = ControlServer(self.bind, self.handler_class())
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: threading.Thread(target=self.shutdown, daemon=True).start())
         try:

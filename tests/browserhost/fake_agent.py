@@ -6,6 +6,7 @@ Unix socket it gets as stdin, one request per connection, with routes that show 
     GET  /fs/source?size=N  N bytes of PATTERN repeated, with their Content-Length
     PUT  /fs/refuse         413 before reading the body (which it then drops, as the agent does)
     GET  /fs/die            the process exits without answering
+    GET  /fs/hang           never answers (a stuck agent), keeping the connection open
     PUT  /fs/slam           413 without reading the body, then closes at once (the host's sending fails)
     GET  /fs/forge?chunked=1
                             a keep-alive answer (Content-Length, or chunked), a header the app must not get, and a
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 from http.server import BaseHTTPRequestHandler
 from socketserver import ThreadingMixIn, UnixStreamServer
 from urllib.parse import parse_qs, urlsplit
@@ -38,6 +40,8 @@ class Handler(BaseHTTPRequestHandler):
             self.source(int(parse_qs(url.query)["size"][0]))
         elif url.path == "/fs/die":
             os._exit(3)
+        elif url.path == "/fs/hang":
+            time.sleep(600)
         elif url.path == "/fs/sink" and self.command == "PUT":
             self.sink()
         elif url.path == "/fs/slam":

@@ -5,22 +5,26 @@ agent gets the headers that matter and the session's room; what is not forwarded
 import hashlib
 import http.client
 import json
+import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from browserhost import agents, sandbox_policy
 from browserhost.registry import Hosted
+from browserhost.server import ControlServer
 from browserhost.unsandboxed import HostBox
 from lantern_wire import control
 from tests.browserhost.fake_agent import PATTERN
 from tests.browserhost.helpers import host_server
+from tests.waiting import eventually
 
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
 MIB = 1024 * 1024
@@ -44,7 +48,7 @@ class FakeBox:
         path.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(path))
-        listener.listen(16)
+        listener.listen(128)  # as the sandbox's
         return listener
 
     def popen(self, argv, *, binds, tenant, **options):
@@ -72,8 +76,7 @@ class FakeBox:
 def host(tmp_path):
     """A host serving its control API on 127.0.0.1, hosting session s1 in a FakeBox (host.box)."""
     server = host_server(tmp_path, BROWSER_SANDBOX="off")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), server.handler_class())
-    httpd.daemon_threads = True
+    httpd = ControlServer(("127.0.0.1", 0), server.handler_class())
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     server.port = httpd.server_address[1]
     server.box = FakeBox(tmp_path)
@@ -310,3 +313,92 @@ def test_without_the_system_python_calls_answer_501_and_the_probe_warns(host, mo
     assert ["signalling" in warning for warning in sandbox_policy.agent_warnings()] == [True]
     monkeypatch.setattr(sandbox_policy, "landlock_abi", lambda: 7)
     assert sandbox_policy.agent_warnings() == []
+
+
+# -- what one session can hold of the host ------------------------------------------------------------------------
+
+def send_and_keep(host, rest, session="s1"):
+    """A call to the agent route on a raw connection, left open (the caller waits for its answer)."""
+    raw = socket.create_connection(("127.0.0.1", host.port), timeout=30)
+    raw.sendall(f"GET /sessions/{session}/agent/{rest} HTTP/1.1\r\nHost: h\r\n"
+                f"Authorization: Bearer {host.control_key}\r\n\r\n".encode())
+    return raw
+
+
+def leave(raw, reset=False):
+    if reset:  # as a killed client does
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    raw.close()
+
+
+def test_calls_in_flight_to_one_session_are_capped_503_agent_busy_and_a_caller_leaving_gives_its_slot_back(host):
+    """A tenant whose agent never answers cannot tie up more than CALLS_PER_SESSION of the host's threads; past
+    them a 503 (nothing ran: a retry is safe) with Retry-After; each caller that leaves frees its slot at once."""
+    assert call(host, "GET", "fs/echo")[0] == 200  # the agent runs
+    waiting = [send_and_keep(host, "fs/hang") for _ in range(agents.CALLS_PER_SESSION)]
+    try:
+        assert eventually(lambda: call(host, "GET", "fs/echo")[0] == 503, 10, interval=0.05)
+        status, headers, body = call(host, "PUT", "fs/sink", body=b"abc")
+        assert status == 503 and json.loads(body)["code"] == "agent_busy"
+        assert int(headers["Retry-After"]) >= 1 and "agent_busy" not in headers.get("Connection", "")
+    finally:
+        for raw in waiting:
+            leave(raw)
+    # The waiting callers left: their slots (and threads) are back without waiting for the agent.
+    assert eventually(lambda: call(host, "GET", "fs/echo")[0] == 200, 5, interval=0.05)
+
+
+def test_a_stopped_agent_and_callers_that_leave_leave_no_threads_behind(host):
+    """The attack: the tenant stops its own agent (kill -STOP) and fires calls it does not wait for. The host's
+    threads stay bounded while they come, and are back to what they were within moments of the callers leaving."""
+    assert call(host, "GET", "fs/echo")[0] == 200
+    agent = host.box.processes[0]
+    os.kill(agent.pid, signal.SIGSTOP)
+    try:
+        before = threading.active_count()
+        most = before
+        for index in range(300):
+            leave(send_and_keep(host, "fs/echo"), reset=index % 2 == 1)
+            most = max(most, threading.active_count())
+        assert most <= before + agents.CALLS_PER_SESSION + 16, (before, most)
+        assert eventually(lambda: threading.active_count() <= before + 2, 5, interval=0.05), \
+            (before, threading.active_count())
+    finally:
+        os.kill(agent.pid, signal.SIGCONT)
+
+
+def test_an_agent_that_never_answers_a_call_is_502_after_the_head_deadline(host, monkeypatch):
+    monkeypatch.setattr(agents, "HEAD_SECONDS", 1.0)
+    started = time.monotonic()
+    status, _, body = call(host, "GET", "fs/hang")
+    assert status == 502 and json.loads(body)["code"] == "agent_no_answer"
+    assert time.monotonic() - started < 5
+
+
+def test_forwards_over_all_sessions_are_bounded_too(host, tmp_path):
+    host.forwards = agents.Slots(2)
+    (tmp_path / "s2-box").mkdir()
+    other = FakeBox(tmp_path / "s2-box")
+    host.registry.hosted["s2"] = Hosted("s2", tmp_path / "s2", box=other, starting=False)
+    try:
+        waiting = [send_and_keep(host, "fs/hang") for _ in range(2)]
+        try:
+            assert eventually(lambda: call(host, "GET", "fs/echo", session="s2")[0] == 503, 10, interval=0.05)
+            status, headers, body = call(host, "GET", "fs/echo", session="s2")
+            assert status == 503 and json.loads(body)["code"] == "agent_busy" and "Retry-After" in headers
+        finally:
+            for raw in waiting:
+                leave(raw)
+        assert eventually(lambda: call(host, "GET", "fs/echo", session="s2")[0] == 200, 5, interval=0.05)
+    finally:
+        other.stop()
+
+
+def test_the_control_server_queues_128_connections_not_5(host):
+    server = ControlServer(("127.0.0.1", 0), host.handler_class())
+    try:
+        port = server.server_address[1]
+        listed = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True)
+        assert int(listed.stdout.split()[2]) == 128, listed.stdout  # Send-Q of a listener: its backlog
+    finally:
+        server.server_close()
