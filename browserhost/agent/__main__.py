@@ -1,5 +1,5 @@
-"""Starts the session agent: its log, its Landlock domain, then the server on the listening socket it was given
-as stdin (fd 0)."""
+"""Starts the session agent: its log, its user namespace and Landlock domain (confine.py), then the server on the
+listening socket it was given as stdin (fd 0)."""
 import logging
 import os
 import socket

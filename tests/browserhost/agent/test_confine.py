@@ -3,14 +3,16 @@ memory of or (ABI >= 6) signal a process outside its domain, yet can do all of t
 script unconfined can, so the tests can fail."""
 import base64
 import json
+import pwd
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from browserhost.agent.confine import landlock_abi
-from tests.browserhost.agent.conftest import AGENT_PACKAGE, SYSTEM_PYTHON
+from browserhost.agent.confine import MAX_USER_NAMESPACES, landlock_abi
+from tests.browserhost.agent.conftest import AGENT_PACKAGE, SESSION_USER, SYSTEM_PYTHON
+from tests.waiting import eventually
 
 PROBE = r"""
 import ctypes, json, os, subprocess, sys
@@ -94,7 +96,6 @@ def test_the_agent_confines_itself_at_start(agent):
     assert expected in agent.log()
 
 
-
 def test_the_agent_as_the_session_user_confines_itself(user_agent):
     """Unprivileged, Landlock needs no_new_privs first: confine() sets it."""
     agent, _ = user_agent
@@ -125,3 +126,53 @@ def test_what_the_agent_runs_cannot_read_the_agents_memory(user_agent):
     assert reply.status == 200, reply.body
     output = base64.b64decode(reply.json()["stdout_b64"]).decode()
     assert output.split("\n")[:3] == ["maps Permission denied", "mem Permission denied", "environ Permission denied"]
+
+
+# Starts `unshare -U sleep` processes at once (each holds a user namespace while it sleeps) and prints how many
+# live, the uid and gid maps of the process, its effective and bounding capabilities, and `id -u`.
+NAMESPACES = r"""
+import subprocess, sys, time
+tries = int(sys.argv[1])
+sleepers = [subprocess.Popen(["unshare", "-U", "sleep", "20"], stderr=subprocess.DEVNULL) for _ in range(tries)]
+time.sleep(1)
+print(sum(sleeper.poll() is None for sleeper in sleepers))
+for sleeper in sleepers:
+    sleeper.kill()
+    sleeper.wait()
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print(" ".join(open("/proc/self/uid_map").read().split()), "|", " ".join(open("/proc/self/gid_map").read().split()))
+print(status["CapEff"].strip(), status["CapBnd"].strip())
+print(subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+def run_in(agent, cwd, script, *args):
+    reply = agent.call("POST", "/process/exec", json_body={"command": SYSTEM_PYTHON, "cwd": str(cwd),
+                                                           "args": ["-I", "-S", "-c", script, *map(str, args)]})
+    assert reply.status == 200, reply.body
+    return base64.b64decode(reply.json()["stdout_b64"]).decode().splitlines()
+
+
+def test_what_the_agent_runs_makes_at_most_max_user_namespaces_and_has_no_capabilities(user_agent):
+    """User namespaces are counted per uid across the machine (every sandbox is one uid): the agent's own namespace
+    bounds what its processes make, and they still run as the session's user, without capabilities."""
+    agent, work = user_agent
+    alive, maps, capabilities, uid = run_in(agent, work, NAMESPACES, MAX_USER_NAMESPACES + 14)
+    user = pwd.getpwnam(SESSION_USER)
+    assert int(alive) == MAX_USER_NAMESPACES
+    assert maps == f"{user.pw_uid} {user.pw_uid} 1 | {user.pw_gid} {user.pw_gid} 1"
+    assert capabilities == "0000000000000000 0000000000000000" and uid == str(user.pw_uid)
+    assert "in a user namespace of its own: at most 16 more" in agent.log()
+    # Once they are gone (the kernel frees a namespace a moment after its last process), more can be made again:
+    # the bound counts what lives.
+    assert eventually(lambda: int(run_in(agent, work, NAMESPACES, 4)[0]) == 4, 15)
+
+
+def test_the_agents_files_are_the_session_users_on_the_host(user_agent):
+    agent, work = user_agent
+    assert agent.call("PUT", f"/fs/write_file?path={work}/owned.txt", body=b"abc",
+                      headers={"Content-Length": "3"}).status == 201
+    assert agent.call("PUT", "/fs/create_directory", json_body={"path": f"{work}/folder"}).status == 201
+    user = pwd.getpwnam(SESSION_USER)
+    for name in ("owned.txt", "folder"):
+        assert ((work / name).stat().st_uid, (work / name).stat().st_gid) == (user.pw_uid, user.pw_gid)
