@@ -35,7 +35,8 @@ blp.before_request(session_agent.refuse_head)
 def bodies_of_files():
     """A file's body is read as it was sent (415 otherwise, before the session is looked up, as every body is),
     and may be as large as the session can hold, not MAX_CONTENT_LENGTH (sized for JSON bodies): the session's
-    room is its agent's to check (a 413 saying how much is left)."""
+    room is its agent's to check (a 413 saying how much is left). A multipart body is parsed here
+    (uploads.parsed_form: its files spooled to disk)."""
     kind = BODIES.get(request.endpoint)
     if kind is None:
         return
@@ -45,8 +46,11 @@ def bodies_of_files():
                                                           "send it with Content-Type: application/octet-stream.")
     else:
         refuse_unreadable_body(kind)
-    session = find(request.view_args["session_ref"], activity=False)
-    request.max_content_length = uploads.memory_bytes(session) + uploads.MULTIPART_OVERHEAD
+    memory = uploads.memory_bytes(find(request.view_args["session_ref"], activity=False))
+    if kind == "raw":
+        request.max_content_length = memory + uploads.MULTIPART_OVERHEAD
+    else:  # parsed here, not by werkzeug's defaults (which keep each part in memory up to 500 KiB)
+        request.form, request.files = uploads.parsed_form(request.environ, memory)
 
 
 def _change(name, schema, summary, status=200):

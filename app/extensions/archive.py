@@ -1,11 +1,10 @@
-"""Checks that make an uploaded file a safe, loadable extension archive, and CRX -> ZIP."""
-import posixpath
-import stat
+"""Checks that make an uploaded file a safe, loadable extension archive, and CRX -> ZIP. What any archive Lantern
+unpacks must pass (its entry count, names, kinds, declared sizes) is app/core/zips.py's."""
 import struct
 import zipfile
 import zlib
 
-from app.core import strictjson
+from app.core import strictjson, zips
 
 READ_CHUNK = 16 * 1024  # compressed bytes read at a time
 INFLATE_CHUNK = 64 * 1024  # the most one inflate step may produce, so no entry is ever held whole
@@ -13,14 +12,9 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 # Chrome unpacks only these: an entry in any other method is one the browser would never load.
 LOADABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstd", 95: "xz", 98: "PPMd"}
-END_RECORD = struct.Struct("<4s4H2LH")
-ZIP64_LOCATOR = struct.Struct("<4sLQL")
-ZIP64_END_RECORD = struct.Struct("<4sQ2H2L4Q")
-CENTRAL_HEADER = struct.Struct("<4s24x3H12x")
 LOCAL_HEADER = struct.Struct("<4s2xHH4x3L2H")
-FLAG_ENCRYPTED, FLAG_DATA_DESCRIPTOR, FLAG_UTF8 = 0x1, 0x8, 0x800
+FLAG_DATA_DESCRIPTOR, FLAG_UTF8 = 0x8, 0x800
 ZIP64_SIZE = 0xFFFFFFFF  # a local header size field that defers to the ZIP64 extra field
-NOT_A_ZIP = "The file is not a readable ZIP archive."
 
 
 class InvalidArchive(ValueError):
@@ -36,10 +30,16 @@ def validate_zip(fileobj, *, max_uncompressed, max_entries):
     Sizes are not taken on trust: every entry is really inflated from its own bytes, a bounded
     chunk at a time, and must give exactly the size and CRC its headers declare, so what a browser
     unpacks is what was checked and a lying header cannot get a zip bomb through."""
-    entries = read_entries(fileobj, max_entries)
-    check_entries(entries)
-    manifest = manifest_entry(entries)
-    check_declared_sizes(entries, manifest, max_uncompressed, archive_size=fileobj.seek(0, 2))
+    try:
+        entries = zips.read_entries(fileobj, max_entries)
+        zips.check_entries(entries)
+        for entry in entries:
+            check_method(entry)
+        manifest = manifest_entry(entries)
+        zips.check_declared_sizes(entries, max_uncompressed, archive_size=fileobj.seek(0, 2))
+    except zips.InvalidZip as error:  # the shared checks' words, as this module's refusal
+        raise InvalidArchive(str(error)) from None
+    check_manifest_size(manifest)
     for entry in entries:
         unpacked = unpack_entry(fileobj, entry, keep=entry is manifest)
         if entry is manifest:
@@ -51,95 +51,6 @@ def validate_zip(fileobj, *, max_uncompressed, max_entries):
         raise InvalidArchive(f"{manifest.filename} {error}.") from None
 
 
-def read_entries(fileobj, max_entries):
-    """The central directory's entries, counted header by header before zipfile loads them
-    (the end record's count may lie, and millions of tiny entries would cost memory first)."""
-    start, size, declared = central_directory(fileobj)
-    if declared > max_entries:
-        raise InvalidArchive(f"The archive has more than {max_entries} entries.")
-    counted = count_central_headers(fileobj, start, size, max_entries)
-    if counted != declared:
-        raise InvalidArchive(f"The archive is damaged: its central directory holds {counted} entries "
-                             f"but its end record says {declared}.")
-    fileobj.seek(0)
-    try:
-        with zipfile.ZipFile(fileobj) as archive:
-            entries = archive.infolist()
-            start_dir = archive.start_dir
-    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError):
-        raise InvalidArchive(NOT_A_ZIP) from None
-    if start_dir != start or len(entries) != counted:  # zipfile must have read the directory counted here
-        raise InvalidArchive(NOT_A_ZIP)
-    return entries
-
-
-def central_directory(fileobj):
-    """(offset, size, declared entry count) of the central directory, found as zipfile and
-    Chrome's minizip find it: from the last end record, which with its comment must end the file
-    (so both readers take the same one), and its ZIP64 record when a locator precedes it."""
-    file_size = fileobj.seek(0, 2)
-    tail_start = max(0, file_size - 0xFFFF - END_RECORD.size)
-    fileobj.seek(tail_start)
-    tail = fileobj.read()
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + END_RECORD.size > len(tail):
-        raise InvalidArchive(NOT_A_ZIP)
-    _, _, _, on_this_disk, declared, size, _, comment_length = END_RECORD.unpack_from(tail, at)
-    if at + END_RECORD.size + comment_length != len(tail) or on_this_disk != declared:
-        raise InvalidArchive(NOT_A_ZIP)
-    end = tail_start + at
-    zip64 = zip64_end_record(fileobj, end)
-    if zip64:
-        declared, size = zip64
-        end -= ZIP64_LOCATOR.size + ZIP64_END_RECORD.size
-    if size > end:
-        raise InvalidArchive(NOT_A_ZIP)
-    return end - size, size, declared
-
-
-def zip64_end_record(fileobj, end):
-    """(entry count, directory size) from the ZIP64 end record, or None without a locator."""
-    if end < ZIP64_LOCATOR.size + ZIP64_END_RECORD.size:
-        return None
-    fileobj.seek(end - ZIP64_LOCATOR.size)
-    if ZIP64_LOCATOR.unpack(fileobj.read(ZIP64_LOCATOR.size))[0] != b"PK\x06\x07":
-        return None
-    fileobj.seek(end - ZIP64_LOCATOR.size - ZIP64_END_RECORD.size)
-    record = ZIP64_END_RECORD.unpack(fileobj.read(ZIP64_END_RECORD.size))
-    if record[0] != b"PK\x06\x06":
-        raise InvalidArchive(NOT_A_ZIP)
-    return record[7], record[8]
-
-
-def count_central_headers(fileobj, start, size, max_entries):
-    """Walk the fixed-size headers of the central directory, stopping once past `max_entries`."""
-    fileobj.seek(start)
-    counted = walked = 0
-    while walked < size:
-        header = fileobj.read(CENTRAL_HEADER.size)
-        if len(header) != CENTRAL_HEADER.size or header[:4] != b"PK\x01\x02":
-            raise InvalidArchive("The archive is damaged: its central directory is truncated or malformed.")
-        counted += 1
-        if counted > max_entries:
-            raise InvalidArchive(f"The archive has more than {max_entries} entries.")
-        variable = sum(CENTRAL_HEADER.unpack(header)[1:])  # name, extra field and comment lengths
-        fileobj.seek(variable, 1)
-        walked += CENTRAL_HEADER.size + variable
-    return counted
-
-
-def check_entries(entries):
-    names = set()
-    for entry in entries:
-        check_path(entry.filename)
-        check_kind(entry)
-        check_method(entry)
-        normalized = posixpath.normpath(entry.filename)
-        if normalized in names:
-            raise InvalidArchive(f"The archive holds {entry.filename!r} twice.")
-        names.add(normalized)
-
-
 def check_method(entry):
     if entry.compress_type not in LOADABLE_METHODS:
         method = METHOD_NAMES.get(entry.compress_type, f"method {entry.compress_type}")
@@ -147,12 +58,7 @@ def check_method(entry):
                              "deflate entries are accepted (the only ones browsers load).")
 
 
-def check_declared_sizes(entries, manifest, max_uncompressed, archive_size):
-    if sum(e.file_size for e in entries) > max_uncompressed:
-        raise InvalidArchive(f"The archive expands to more than {max_uncompressed} bytes.")
-    # Entries sharing compressed bytes would make the inflate pass read the file many times over.
-    if sum(e.compress_size for e in entries) > archive_size:
-        raise InvalidArchive("The archive is damaged: its entries declare more compressed bytes than the file holds.")
+def check_manifest_size(manifest):
     if manifest.file_size > MAX_MANIFEST_BYTES:
         raise InvalidArchive(f"{manifest.filename} is larger than {MAX_MANIFEST_BYTES} bytes (1 MiB).")
 
@@ -231,22 +137,6 @@ def data_offset(fileobj, entry):
         raise InvalidArchive(f"The archive is damaged: the local header of {entry.filename!r} disagrees with "
                              "the central directory.")
     return entry.header_offset + LOCAL_HEADER.size + name_length + extra_length
-
-
-def check_kind(entry):
-    if entry.flag_bits & FLAG_ENCRYPTED:
-        raise InvalidArchive(f"The archive entry {entry.filename!r} is encrypted.")
-    kind = stat.S_IFMT(entry.external_attr >> 16)  # 0 when the archiver recorded no file type
-    if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-        raise InvalidArchive(f"The archive entry {entry.filename!r} is not a regular file or folder "
-                             "(symlinks and devices are refused).")
-
-
-def check_path(name):
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":") or "\\" in name:
-        raise InvalidArchive(f"The archive entry {name!r} has an absolute or Windows path.")
-    if ".." in posixpath.normpath(name).split("/") or ".." in name.split("/"):
-        raise InvalidArchive(f"The archive entry {name!r} points outside the archive ('..').")
 
 
 def manifest_entry(entries):

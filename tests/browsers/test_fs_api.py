@@ -406,6 +406,93 @@ def test_an_upload_whose_paths_pass_what_the_agent_reads_is_a_400(agent, client,
     assert host.calls == []
 
 
+@pytest.mark.parametrize("entries, words", [
+    ([("a/b", b"x", None), ("a/./b", b"y", None)], "'a/./b' twice"),
+    ([("a", None, stat.S_IFDIR | 0o755), ("a/", None, stat.S_IFDIR | 0o755)], "'a/' twice"),
+    ([("evil.txt#.png", b"x", None)], "NUL byte"),  # zipfile writes no NUL: put in below
+    ([("a\\b", b"x", None)], "Windows path"),
+])
+def test_an_archive_with_an_entry_twice_or_a_name_that_is_not_what_it_shows_is_a_400_naming_it(
+        agent, client, entries, words):
+    host, session_id = agent
+    archive = zip_of(*entries).replace(b"evil.txt#.png", b"evil.txt\x00.png")  # zipfile reads it as "evil.txt"
+    response = client.post(f"/browsers/{session_id}/fs/upload_zip", content_type="multipart/form-data", data={
+        "dest_path": "/tmp/out", "zip_file": (io.BytesIO(archive), "a.zip")})
+    assert response.status_code == 400 and words in response.get_json()["message"], response.get_json()
+    assert host.calls == []
+
+
+def test_a_folder_entry_a_unix_archiver_wrote_without_its_slash_is_a_folder(agent, sdk):
+    host, session_id = agent
+    archive = zip_of(("d", None, stat.S_IFDIR | 0o700), ("d/f", b"x", stat.S_IFREG | 0o600))
+    sdk.browsers.fs.upload_zip(session_id, dest_path="/tmp/out", zip_file=("e.zip", archive))
+    assert manifest_and_bytes(host.calls[0]) == (
+        {"directories": [{"path": "/tmp/out/d"}], "files": [{"path": "/tmp/out/d/f", "size": 1, "mode": "600"}]}, b"x")
+
+
+def multipart_file(path, parts):
+    """`path` holding a multipart body (boundary "b") of `parts`: (name, filename or None for a text field, bytes)
+    (sent as a file: the test client would spool a large body to a temporary file that it leaves open)."""
+    with path.open("wb") as out:
+        for name, filename, data in parts:
+            disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+            out.write(f"--b\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + data + b"\r\n")
+        out.write(b"--b--\r\n")
+    return path
+
+
+def post_multipart(client, url, body):
+    with body.open("rb") as stream:
+        return client.post(url, input_stream=stream, headers={
+            "Content-Type": "multipart/form-data; boundary=b", "Content-Length": str(body.stat().st_size)})
+
+
+def test_an_archive_of_many_entries_is_refused_before_its_entries_are_read(agent, client, tmp_path):
+    host, session_id = agent
+    many = zip_of(*((f"{index}", None, None) for index in range(uploads.MAX_ZIP_ENTRIES * 2)))
+    body = multipart_file(tmp_path / "body", [("dest_path", None, b"/tmp/out"), ("zip_file", "a.zip", many)])
+    response, peak = peak_allocated(lambda: post_multipart(client, f"/browsers/{session_id}/fs/upload_zip", body))
+    assert response.status_code == 400 and "more than 10000 entries" in response.get_json()["message"]
+    assert peak < 4 * MiB, f"{peak / MiB:.1f} MiB held for an archive of {len(many) / MiB:.1f} MiB"
+    assert host.calls == []
+
+
+def test_an_archive_whose_list_of_entries_is_too_long_is_a_400(agent, client, monkeypatch):
+    host, session_id = agent
+    monkeypatch.setattr(uploads, "MAX_ZIP_DIRECTORY_BYTES", 200)
+    archive = zip_of(*((f"{'long-name-' * 3}{index}", b"x", None) for index in range(5)))
+    response = client.post(f"/browsers/{session_id}/fs/upload_zip", content_type="multipart/form-data", data={
+        "dest_path": "/tmp/out", "zip_file": (io.BytesIO(archive), "a.zip")})
+    assert response.status_code == 400 and "more than the 200 read" in response.get_json()["message"]
+    assert host.calls == []
+
+
+def test_an_upload_of_many_parts_holds_each_on_disk_past_a_small_size(agent, client, tmp_path):
+    """werkzeug's default keeps every part in memory up to 500 KiB: 1000 parts came to some 490 MiB in a worker."""
+    host, session_id = agent
+    count, part = 64, bytes(range(256)) * 1600  # 400 KiB each: 25 MiB in all
+    body = multipart_file(tmp_path / "body", [
+        field for index in range(count)
+        for field in ((f"files[{index}][dest_path]", None, f"/tmp/in/{index}".encode()), (f"files[{index}][file]", "f",
+                                                                                            part))])
+    response, peak = peak_allocated(lambda: post_multipart(client, f"/browsers/{session_id}/fs/upload", body))
+    assert response.status_code == 201, response.get_json()
+    [forwarded] = host.calls
+    assert forwarded.size == int(forwarded.headers["content-length"]) and forwarded.body.count(part[:1000]) >= 2
+    assert peak < 12 * MiB, f"{peak / MiB:.1f} MiB held"
+
+
+def test_an_upload_larger_than_the_sessions_memory_is_refused_before_it_is_read(agent, client, monkeypatch):
+    host, session_id = agent
+    monkeypatch.setattr(uploads, "memory_bytes", lambda session: 1000)
+    monkeypatch.setattr(uploads, "MULTIPART_OVERHEAD", 100)
+    response = client.post(f"/browsers/{session_id}/fs/upload", content_type="multipart/form-data", data={
+        "files[0][dest_path]": "/tmp/a", "files[0][file]": (io.BytesIO(b"x" * 2000), "a")})
+    assert response.status_code == 413
+    assert (response.get_json()["code"], response.get_json()["room_bytes"]) == ("insufficient_room", 1000)
+    assert host.calls == []
+
+
 def test_an_archive_of_more_than_10000_entries_or_of_no_zip_is_a_400(agent, client, monkeypatch):
     host, session_id = agent
     assert uploads.MAX_ZIP_ENTRIES == 10_000
