@@ -18,7 +18,6 @@ MAX_PATH_BYTES = 4096
 # chmod's bits, as Kernel's API takes them: "644", "0755", "1777".
 OCTAL_MODE = re.compile(r"[0-7]{1,4}")
 MAX_NAME = 64  # a user or group name, or a number
-WATCH_EVENT_TYPES = ["CREATE", "WRITE", "DELETE", "RENAME"]
 
 
 def absolute_path(value):
@@ -108,8 +107,10 @@ class WatchStartedSchema(ma.Schema):
 
 WATCH_EVENTS_DOC = {
     "type": "string", "description": "text/event-stream. Each frame has an id: (resume with Last-Event-ID within the "
-    "watch's buffer of 1024 events) and data: {type: CREATE|WRITE|DELETE|RENAME, path, name, is_dir}; when events "
-    "were dropped before a reader got them, it first gets {type: OVERFLOW, path, dropped}. Ends when the watch stops."}
+    "watch's buffer of 1024 events) and data: {type: CREATE|WRITE|DELETE|RENAME, path, name, is_dir}. When events "
+    "were lost (dropped before a reader got them, or the kernel's queue overflowed), the reader gets a WRITE of the "
+    "folder concerned marked {overflow: true, dropped: N} (N is 0 when the count is unknown): rescan that folder. "
+    "Ends when the watch stops."}
 UPLOAD_DOC = {
     "required": True,
     "content": {"multipart/form-data": {"schema": {

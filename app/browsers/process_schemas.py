@@ -119,4 +119,6 @@ class ResizeSchema(ma.Schema):
 STDOUT_STREAM_DOC = {
     "type": "string", "description": "text/event-stream. Each frame has an id: (resume with Last-Event-ID within the "
     "process's 1 MiB of output kept) and data: {stream: stdout|stderr, data_b64}; then {event: exit, exit_code, "
-    "signal?} and the stream ends. Every reader sees every chunk; a late one starts with what is kept."}
+    "signal?} and the stream ends. Every reader sees every chunk; a late one starts with what is kept. Output that "
+    "fell out of what is kept before a reader got it is told by an empty chunk {stream: stdout, data_b64: \"\", "
+    "dropped_bytes: N}."}

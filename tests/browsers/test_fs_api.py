@@ -557,6 +557,18 @@ def test_watch_events_are_relayed_as_they_come_with_last_event_id_passed_on(agen
     assert host.calls[0].headers["last-event-id"] == "7"
 
 
+def test_the_sdk_reads_watch_events_and_an_overflow_notice(agent, sdk):
+    host, session_id = agent
+    created = {"type": "CREATE", "path": "/tmp/w/a", "name": "a", "is_dir": False}
+    overflow = {"type": "WRITE", "path": "/tmp/w", "name": "w", "is_dir": True, "overflow": True, "dropped": 12}
+    host.answers["fs/watch/w_1/events"] = event_stream([(1, overflow), (14, created)])
+    with sdk.browsers.fs.watch.events("w_1", id_or_name=session_id) as events:  # validated by the SDK's model
+        received = list(events)
+    assert [(event.type, event.path, event.is_dir) for event in received] == [("WRITE", "/tmp/w", True),
+                                                                            ("CREATE", "/tmp/w/a", False)]
+    assert (received[0].overflow, received[0].dropped) == (True, 12)
+
+
 def test_a_watch_stream_takes_its_slot_before_the_agent_is_asked(agent, client, monkeypatch):
     host, session_id = agent
 

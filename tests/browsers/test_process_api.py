@@ -158,14 +158,17 @@ def test_an_exec_that_failed_on_its_way_is_a_502_the_sdks_do_not_send_again(agen
 
 def test_the_output_stream_is_relayed_with_last_event_id_passed_on(agent, sdk, client):
     host, session_id = agent
-    frames = [(3, {"stream": "stdout", "data_b64": base64.b64encode(b"hi\n").decode()}),
+    frames = [(2, {"stream": "stdout", "data_b64": "", "dropped_bytes": 70}),  # what fell out of the ring
+              (3, {"stream": "stdout", "data_b64": base64.b64encode(b"hi\n").decode()}),
               (4, {"event": "exit", "exit_code": 0})]
     host.answers["process/p_1/stdout/stream"] = event_stream(frames)
-    events = list(sdk.browsers.process.stdout_stream("p_1", id_or_name=session_id))
+    events = list(sdk.browsers.process.stdout_stream("p_1", id_or_name=session_id))  # the SDK validates each
     assert [(e.stream, e.data_b64, e.event, e.exit_code) for e in events] == [
-        ("stdout", "aGkK", None, None), (None, None, "exit", 0)]
+        ("stdout", "", None, None), ("stdout", "aGkK", None, None), (None, None, "exit", 0)]
+    assert events[0].dropped_bytes == 70
     held = threading.Event()
-    host.answers["process/p_1/stdout/stream"] = event_stream(frames[:1], keep_open=held)
+    frames_sent = frames[:2]
+    host.answers["process/p_1/stdout/stream"] = event_stream(frames_sent, keep_open=held)
     response = client.get(f"/browsers/{session_id}/process/p_1/stdout/stream", headers={"Last-Event-ID": "2"},
                           buffered=False)
     received = b""
@@ -176,6 +179,9 @@ def test_the_output_stream_is_relayed_with_last_event_id_passed_on(agent, sdk, c
     held.set()
     response.close()
     assert host.calls[-1].headers["last-event-id"] == "2" and "last-event-id" not in host.calls[0].headers
+    frames = [frame for frame in received.split(b"\n\n") if frame.startswith(b"id:")]
+    assert frames == [b"id: 2\ndata: " + json.dumps(frames_sent[0][1]).encode(), b"id: 3\ndata: " +
+                      json.dumps(frames_sent[1][1]).encode()]
 
 
 def test_a_process_id_that_could_change_the_forwarded_path_is_404(agent, client):
