@@ -17,6 +17,7 @@ from browserhost import launch, sandbox, sandbox_policy
 from browserhost.settings import HostSettings
 from lantern_wire.hosts import control_key
 from tests.browserhost.helpers import CHROMIUM, Site
+from tests.browsers.live.tenants import tenant
 from tests.live_server import browser_host, gunicorn, private_database, run_cli, server_env
 
 CAPACITY = 3
@@ -146,3 +147,19 @@ def site():
     server = Site().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(lantern, request):
+    """The SDK as an organization of the test module's own (tenants.tenant), for the modules that share one session
+    (test_files.py, test_processes.py, test_session_security.py)."""
+    with tenant(lantern, request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")) as sdk:
+        yield sdk
+
+
+@pytest.fixture(scope="module")
+def session(client):
+    """The module's one session (headless, ten minutes of idle time)."""
+    created = client.browsers.create(headless=True, timeout_seconds=600)
+    yield created
+    client.browsers.delete_by_id(created.session_id)

@@ -3,27 +3,23 @@ folder, then `fs.list_files` and `fs.read_file`), its upload flow (`fs.upload`, 
 folder's zip both ways, a watch resumed with Last-Event-ID, every refusal of a bad path, a write past the
 session's room and a zip that reaches outside its folder; and Kernel's TypeScript SDK (tests/ts/).
 
-One session serves the module (test_processes.py and test_session_security.py import its helpers)."""
+One session serves the module (the live conftest's `client` and `session`)."""
 import base64
 import hashlib
 import io
 import json
 import os
 import re
-import secrets
 import shutil
 import stat
 import subprocess
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-import kernel
 import pytest
 from playwright.sync_api import sync_playwright
 
-from browserhost.settings import HostSettings
+from tests.browsers.live.tenants import refusal, refused
 from tests.fakes import LocalServer
 from tests.live_server import ROOT, cannot_sandbox
 
@@ -50,72 +46,8 @@ class Pages(LocalServer):
         handler.wfile.write(REPORT)
 
 
-def leaks(lantern):
-    """What of its host no error body may name. (The session's own /tmp, /run and /proc may be named, as may the
-    server's folder, which a test names in a path it sends: they are the paths a caller sent.)"""
-    words = [str(lantern.workdir), HostSettings().browser_sandbox_dir, "/var/lib/lantern"]
-    return re.compile("|".join([*map(re.escape, words), r"\.sock\b", r"127\.0\.0\.1", r"Errno", r"Traceback",
-                                "bwrap", "slirp4netns", "setpriv"]), re.IGNORECASE)
-
-
-@contextmanager
-def tenant(lantern, name):
-    """The SDK as a new organization `name` (its own, so that the `sdk` fixture, which deletes its organization's
-    browsers after each test, leaves a module's session alone); no error body it got may name its host."""
-    bodies = []
-
-    def keep(response):
-        if response.status_code >= 400:
-            response.read()
-            bodies.append(response.text)
-
-    client = lantern.client(api_key=lantern.new_org(f"{name}-{secrets.token_hex(3)}"),
-                            http_client=httpx.Client(event_hooks={"response": [keep]}))
-    try:
-        yield client
-    finally:
-        for browser in client.browsers.list():
-            client.browsers.delete_by_id(browser.session_id)
-        client.close()
-    words = leaks(lantern)
-    assert [body for body in bodies if words.search(body)] == []
-
-
-def refusal(call):
-    """(status, code) of a call's error answer, checked for the API's error shape; (200, None) when it passed."""
-    try:
-        call()
-    except kernel.APIStatusError as error:
-        body = error.body
-        assert isinstance(body, dict) and body.get("code") and body.get("message"), (error.status_code, body)
-        return error.status_code, body["code"]
-    return 200, None
-
-
-def refused(call, status=400):
-    """The error body of a call that must be refused with `status`."""
-    with pytest.raises(kernel.APIStatusError) as error:
-        call()
-    assert error.value.status_code == status, error.value.body
-    assert error.value.body["code"] and error.value.body["message"]
-    return error.value.body
-
-
 def missing(client, session_id, path):
     return refusal(lambda: client.browsers.fs.file_info(session_id, path=path))[0] == 404
-
-
-@pytest.fixture(scope="module")
-def client(lantern):
-    with tenant(lantern, "files") as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="module")
-def session(client):
-    created = client.browsers.create(headless=True, timeout_seconds=600)
-    yield created
-    client.browsers.delete_by_id(created.session_id)
 
 
 @pytest.fixture(scope="module")

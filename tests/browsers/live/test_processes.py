@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from browserhost.sandbox_policy import SandboxPolicy
-from tests.browsers.live.test_files import refusal, refused, tenant
+from tests.browsers.live.tenants import refusal, refused
 from tests.live_server import cannot_sandbox
 from tests.waiting import eventually
 
@@ -28,19 +28,6 @@ def text(b64):
 
 
 @pytest.fixture(scope="module")
-def client(lantern):
-    with tenant(lantern, "processes") as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="module")
-def session(client):
-    created = client.browsers.create(headless=True, timeout_seconds=600)
-    yield created
-    client.browsers.delete_by_id(created.session_id)
-
-
-@pytest.fixture(scope="module")
 def page(session):
     with sync_playwright() as playwright:
         browser = playwright.chromium.connect_over_cdp(session.cdp_ws_url)
@@ -51,6 +38,26 @@ def page(session):
 
 def run(client, session, command, *args, **options):
     return client.browsers.process.exec(session.session_id, command=command, args=list(args), **options)
+
+
+class Follower(threading.Thread):
+    """A process's stream read to its end in a thread of its own: `stdout` grows as its frames come."""
+
+    def __init__(self, client, session, process_id):
+        super().__init__(daemon=True)
+        self.client, self.session, self.process_id = client, session, process_id
+        self.stdout, self.ended = b"", None
+
+    def run(self):
+        for event in self.client.browsers.process.stdout_stream(self.process_id, id_or_name=self.session.session_id):
+            if event.event == "exit":
+                self.ended = event
+            elif event.stream == "stdout":
+                self.stdout += base64.b64decode(event.data_b64)
+
+    def shown(self, data):
+        """Whether the process wrote `data` within a few seconds."""
+        return eventually(lambda: data in self.stdout)
 
 
 def read_stream(client, session, process_id, **options):
@@ -129,18 +136,16 @@ def test_every_reader_of_a_spawned_process_sees_all_its_output_a_late_one_too(cl
 def test_stdin_reaches_cat_and_kill_ends_it(client, session):
     process = client.browsers.process
     spawned = process.spawn(session.session_id, command="cat")
+    follower = Follower(client, session, spawned.process_id)
+    follower.start()
     written = process.stdin(spawned.process_id, id_or_name=session.session_id,
                             data_b64=base64.b64encode(b"hello cat\n").decode())
     assert written.written_bytes == 10
-    chunks = []
-    reader = threading.Thread(target=lambda: chunks.append(read_stream(client, session, spawned.process_id)))
-    reader.start()
-    assert eventually(lambda: process.status(spawned.process_id, id_or_name=session.session_id).state == "running")
+    assert follower.shown(b"hello cat\n"), follower.stdout  # cat echoed it before it is killed
     assert process.kill(spawned.process_id, id_or_name=session.session_id, signal="TERM").ok is True
-    reader.join(timeout=30)
-    [(stdout, _, ended)] = chunks
-    assert stdout == b"hello cat\n" and ended.exit_code == 128 + 15
-    assert ended.model_extra.get("signal") == "TERM"
+    follower.join(timeout=30)
+    assert follower.stdout == b"hello cat\n" and follower.ended.exit_code == 128 + 15
+    assert follower.ended.model_extra.get("signal") == "TERM"
 
 
 def test_status_measures_a_busy_process_until_kill_ends_it(client, session):
@@ -160,17 +165,15 @@ def test_a_terminal_is_one_and_takes_a_new_size(client, session):
     process = client.browsers.process
     spawned = process.spawn(session.session_id, command="sh", args=["-c", "tty; stty size; read go; stty size"],
                             allocate_tty=True, cols=100, rows=30)
-    output = []
-    reader = threading.Thread(target=lambda: output.append(read_stream(client, session, spawned.process_id)))
-    reader.start()
-    assert eventually(lambda: process.status(spawned.process_id, id_or_name=session.session_id).state == "running")
+    follower = Follower(client, session, spawned.process_id)
+    follower.start()
+    assert follower.shown(b"30 100"), follower.stdout  # its first size, told before it is changed
     assert process.resize(spawned.process_id, id_or_name=session.session_id, cols=120, rows=40).ok is True
     process.stdin(spawned.process_id, id_or_name=session.session_id, data_b64=base64.b64encode(b"\n").decode())
-    reader.join(timeout=30)
-    [(stdout, _, ended)] = output
-    shown = stdout.decode().replace("\r\n", "\n")
+    follower.join(timeout=30)
+    shown = follower.stdout.decode().replace("\r\n", "\n")
     assert re.match(r"/dev/pts/\d+\n30 100\n", shown), shown
-    assert shown.endswith("40 120\n") and ended.exit_code == 0
+    assert shown.endswith("40 120\n") and follower.ended.exit_code == 0
 
 
 def test_bad_process_calls_are_refused_before_anything_runs(client, session):

@@ -16,7 +16,7 @@ import pytest
 from browserhost import network
 from browserhost.sandbox_policy import SandboxPolicy
 from tests.browsers.live.conftest import sandbox_of
-from tests.browsers.live.test_files import refusal, tenant
+from tests.browsers.live.tenants import refusal, tenant
 from tests.live_server import ROOT, cannot_sandbox
 from tests.waiting import eventually
 
@@ -59,19 +59,6 @@ print(json.dumps({"chromium": browser,
     "signal": attempt(lambda: os.kill(browser, signal.SIGCONT)),
     "sibling mem": attempt(lambda: open(f"/proc/{sibling}/mem", "rb").close()),
     "sibling signal": attempt(lambda: os.kill(sibling, signal.SIGCONT))}))"""
-
-
-@pytest.fixture(scope="module")
-def client(lantern):
-    with tenant(lantern, "security") as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="module")
-def session(client):
-    created = client.browsers.create(headless=True, timeout_seconds=600)
-    yield created
-    client.browsers.delete_by_id(created.session_id)
 
 
 def output(answer):
