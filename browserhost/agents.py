@@ -213,6 +213,7 @@ def forward(handler, hosted, rest, query):
 
 
 def answer_busy(handler, who):
+    handler.close_connection = True  # a thread less while the host is busy: the app opens another for its next call
     handler.answer(503, {"code": "agent_busy", "message": f"{who} has too many files and processes calls under way "
                          f"(at most {CALLS_PER_SESSION} a session, open event streams included); nothing of this one "
                          "was done: retry, or end some of them."},
