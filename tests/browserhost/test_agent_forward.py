@@ -335,9 +335,12 @@ def test_calls_in_flight_to_one_session_are_capped_503_agent_busy_and_a_caller_l
     """A tenant whose agent never answers cannot tie up more than CALLS_PER_SESSION of the host's threads; past
     them a 503 (nothing ran: a retry is safe) with Retry-After; each caller that leaves frees its slot at once."""
     assert call(host, "GET", "fs/echo")[0] == 200  # the agent runs
+    slots = host.registry.hosted["s1"].agent.calls
     waiting = [send_and_keep(host, "fs/hang") for _ in range(agents.CALLS_PER_SESSION)]
     try:
-        assert eventually(lambda: call(host, "GET", "fs/echo")[0] == 503, 10, interval=0.05)
+        # Every one in flight before asking more (a call asked meanwhile would take a slot one of them needs).
+        assert eventually(lambda: slots.taken == agents.CALLS_PER_SESSION, 10, interval=0.05), slots.taken
+        assert call(host, "GET", "fs/echo")[0] == 503
         status, headers, body = call(host, "PUT", "fs/sink", body=b"abc")
         assert status == 503 and json.loads(body)["code"] == "agent_busy"
         assert int(headers["Retry-After"]) >= 1 and headers["Connection"] == "close"
@@ -383,7 +386,7 @@ def test_forwards_over_all_sessions_are_bounded_too(host, tmp_path):
     try:
         waiting = [send_and_keep(host, "fs/hang") for _ in range(2)]
         try:
-            assert eventually(lambda: call(host, "GET", "fs/echo", session="s2")[0] == 503, 10, interval=0.05)
+            assert eventually(lambda: host.forwards.taken == 2, 10, interval=0.05), host.forwards.taken
             status, headers, body = call(host, "GET", "fs/echo", session="s2")
             assert status == 503 and json.loads(body)["code"] == "agent_busy" and "Retry-After" in headers
         finally:
