@@ -52,7 +52,10 @@ CALLS_PER_SESSION = 64
 BUSY_RETRY_SECONDS = 2
 # The app's side is gone: its FIN (or reset). The control API's only caller, the app, never half-closes.
 CALLER_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR
-CHUNK = 256 * 1024
+# What a forward copies at a time: at 256 KiB, read_file ran at 0.42 of cat inside the sandbox, at 1 MiB 0.57
+# (docs/benchmarks.md). The agent's answer is read through a smaller buffer, which each forward holds while open.
+CHUNK = 1024 * 1024
+ANSWER_BUFFER = 64 * 1024
 FORWARDED_HEADERS = ("Content-Type", "Accept", "Last-Event-ID")
 # What of the agent's answer head the app gets (the rest of the head is this host's own): what its answers need.
 ANSWERED_HEADERS = ("Content-Type", "Cache-Control")
@@ -264,7 +267,7 @@ class AgentSide(io.RawIOBase):
         self.poller.register(upstream, select.POLLIN)
 
     def makefile(self, mode):
-        return io.BufferedReader(self, CHUNK)
+        return io.BufferedReader(self, ANSWER_BUFFER)
 
     def readable(self):
         return True

@@ -5,8 +5,8 @@ How it runs. The host starts it on a session's first files or processes call (br
 system's Python (`/usr/bin/python3 -I -S`: only the standard library, and inside this package only relative
 imports), bound read-only at /opt/lantern/agent and imported as package `agent`. It joins the session's machine
 (user and pid namespaces, files, network, firewall) in the session cgroup's `tenant` child, gets its listening
-Unix socket as stdin (fd 0), makes itself not dumpable and confines itself in a Landlock domain (confine.py), and
-serves HTTP/1.1, one request per connection (`Connection: close`), a thread per connection (server.py). Its log
+Unix socket as stdin (fd 0), moves into a user namespace of its own (at most 16 more under it, no capabilities),
+makes itself not dumpable and confines itself in a Landlock domain (confine.py), and serves HTTP/1.1, one request per connection (`Connection: close`), a thread per connection (server.py). Its log
 is /run/lantern/agent.log. It dies with the session.
 
 The contract. The host forwards `ANY /sessions/{sid}/agent/<rest>` to the agent as `/<rest>` with the query as it
@@ -14,8 +14,7 @@ came, body and answer streamed, adding `X-Lantern-Room: <bytes>` (what the sessi
 tenant's memory kept back for the agent). The agent is the tenant's to control, so the host trusts none of its
 answer's head: the app gets the status, Content-Type and Cache-Control under the host's own head, and the body up
 to its framing (Content-Length, or chunked: SSE and trickled answers are chunked). A body with both a
-Content-Length and chunked is 400 bad_framing. Paths are
-the SDK's without `/browsers/{id}`. Errors are JSON `{"code", "message"}` (plus fields such as `room_bytes`) with
+Content-Length and chunked is 400 bad_framing. Paths are the SDK's without `/browsers/{id}`. Errors are JSON `{"code", "message"}` (plus fields such as `room_bytes`) with
 a 4xx status; the agent never answers 408/409/429 or a 5xx where a retry would run something twice (the SDKs
 retry those). JSON answers are `application/json`; JSON bodies are objects of at most 1 MiB.
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from .files import parse_mode, part_name, remove_quietly
 from .http import AgentError, Request, check_path, empty, json_object, os_refusal, stream
 
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024
 HEADER_LIMIT = 1024 * 1024  # put_files' first line (its JSON list of files)
 MAX_PUT_ENTRIES = 10000
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
