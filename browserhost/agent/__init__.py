@@ -6,17 +6,18 @@ system's Python (`/usr/bin/python3 -I -S`: only the standard library, and inside
 imports), bound read-only at /opt/lantern/agent and imported as package `agent`. It joins the session's machine
 (user and pid namespaces, files, network, firewall) in the session cgroup's `tenant` child, gets its listening
 Unix socket as stdin (fd 0), moves into a user namespace of its own (at most 16 more under it, no capabilities),
-makes itself not dumpable and confines itself in a Landlock domain (confine.py), and serves HTTP/1.1, one request per connection (`Connection: close`), a thread per connection (server.py). Its log
-is /run/lantern/agent.log. It dies with the session.
+makes itself not dumpable and confines itself in a Landlock domain (confine.py), and serves HTTP/1.1, one request
+per connection (`Connection: close`), a thread per connection (server.py). Its log is /run/lantern/agent.log. It
+dies with the session.
 
 The contract. The host forwards `ANY /sessions/{sid}/agent/<rest>` to the agent as `/<rest>` with the query as it
 came, body and answer streamed, adding `X-Lantern-Room: <bytes>` (what the session may still store, 64 MiB of the
 tenant's memory kept back for the agent). The agent is the tenant's to control, so the host trusts none of its
 answer's head: the app gets the status, Content-Type and Cache-Control under the host's own head, and the body up
 to its framing (Content-Length, or chunked: SSE and trickled answers are chunked). A body with both a
-Content-Length and chunked is 400 bad_framing. Paths are the SDK's without `/browsers/{id}`. Errors are JSON `{"code", "message"}` (plus fields such as `room_bytes`) with
-a 4xx status; the agent never answers 408/409/429 or a 5xx where a retry would run something twice (the SDKs
-retry those). JSON answers are `application/json`; JSON bodies are objects of at most 1 MiB.
+Content-Length and chunked is 400 bad_framing. Paths are the SDK's without `/browsers/{id}`. Errors are JSON
+`{"code", "message"}` (plus fields such as `room_bytes`) with a 4xx status; the agent never answers 408/409/429
+or a 5xx where a retry would run something twice (the SDKs retry those). JSON answers are `application/json`; JSON bodies are objects of at most 1 MiB.
 
 Every path is an absolute path in the session's own root (normalised; no NUL; at most 4096 bytes); paths under
 /run/lantern (the DevTools socket's folder) are refused 400, and so are deletes and moves of a folder holding it.
