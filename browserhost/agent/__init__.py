@@ -17,7 +17,8 @@ answer's head: the app gets the status, Content-Type and Cache-Control under the
 to its framing (Content-Length, or chunked: SSE and trickled answers are chunked). A body with both a
 Content-Length and chunked is 400 bad_framing. Paths are the SDK's without `/browsers/{id}`. Errors are JSON
 `{"code", "message"}` (plus fields such as `room_bytes`) with a 4xx status; the agent never answers 408/409/429
-or a 5xx where a retry would run something twice (the SDKs retry those). JSON answers are `application/json`; JSON bodies are objects of at most 1 MiB.
+or a 5xx where a retry would run something twice (the SDKs retry those). JSON answers are `application/json`;
+JSON bodies are objects of at most 1 MiB.
 
 Every path is an absolute path in the session's own root (normalised; no NUL; at most 4096 bytes); paths under
 /run/lantern (the DevTools socket's folder) are refused 400, and so are deletes and moves of a folder holding it.
