@@ -595,8 +595,8 @@ def test_an_event_stream_is_the_sessions_activity_while_its_frames_flow_even_whe
     monkeypatch.setattr(lifecycle, "touch", touch)
     event = {"type": "CREATE", "path": "/tmp/a", "name": "a", "is_dir": False}
     host.answers["fs/watch/w_1/events"] = event_stream([(1, event), (2, event), (3, event)])
-    response = client.get(f"/browsers/{session_id}/fs/watch/w_1/events")
-    assert response.status_code == 200 and response.get_data().count(b"data: ") == 3  # never cut
+    with client.get(f"/browsers/{session_id}/fs/watch/w_1/events") as response:  # closed: its slot given back
+        assert response.status_code == 200 and response.get_data().count(b"data: ") == 3  # never cut
     assert len(touched) >= 3 and set(touched) == {session_id}  # the call's, one as a frame came, one at the end
     assert any("recording its activity failed" in r.getMessage() for r in caplog.records)
 
