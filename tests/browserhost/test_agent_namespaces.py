@@ -16,8 +16,9 @@ from tests.live_server import cannot_sandbox
 pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine cannot sandbox: {cannot_sandbox()}")
 TRIES = MAX_USER_NAMESPACES + 14
 # TRIES sleepers of their own user namespace at once, then how many live.
-SLEEPERS = f"for i in $(seq {TRIES}); do unshare -U sleep 20 2>/dev/null & done; sleep 1; " \
-           "ps -o comm= --ppid $$ | grep -c sleep; kill $(jobs -p) 2>/dev/null; wait"
+# (Their pids kept as they start: `$(jobs -p)` runs in a subshell, where sh has no jobs, and the wait took 20 s.)
+SLEEPERS = f"pids=; for i in $(seq {TRIES}); do unshare -U sleep 20 2>/dev/null & pids=\"$pids $!\"; done; " \
+           "sleep 1; ps -o comm= --ppid $$ | grep -c sleep; kill $pids 2>/dev/null; wait"
 
 
 @pytest.fixture
