@@ -1,6 +1,8 @@
-"""Fixtures of the browser-host tests: a small site on 127.0.0.1, a plain browser per module, a CDP client."""
+"""Fixtures of the browser-host tests: a small site on 127.0.0.1, a plain browser per module, a CDP client, a session's
+sandbox with no browser in it."""
 import pytest
 
+from browserhost import sandbox, sandbox_policy
 from browserhost.cdp import CdpClient
 from browserhost.launch import Browser
 from browserhost.launch_options import LaunchOptions
@@ -26,3 +28,13 @@ def browser(tmp_path_factory):
 def cdp(browser):
     with CdpClient(browser.ws_url) as client:
         yield client
+
+
+@pytest.fixture
+def box(tmp_path):
+    """A session's sandbox of 256 MiB (its machine, network and cgroups; no browser), removed afterwards."""
+    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=256).create()
+    try:
+        yield box
+    finally:
+        box.destroy()

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from browserhost import agents, sandbox, sandbox_policy
+from browserhost import agents, sandbox_policy
 from browserhost.agent.confine import MAX_USER_NAMESPACES
 from tests.live_server import cannot_sandbox
 
@@ -19,15 +19,6 @@ TRIES = MAX_USER_NAMESPACES + 14
 # (Their pids kept as they start: `$(jobs -p)` runs in a subshell, where sh has no jobs, and the wait took 20 s.)
 SLEEPERS = f"pids=; for i in $(seq {TRIES}); do unshare -U sleep 20 2>/dev/null & pids=\"$pids $!\"; done; " \
            "sleep 1; ps -o comm= --ppid $$ | grep -c sleep; kill $pids 2>/dev/null; wait"
-
-
-@pytest.fixture
-def box(tmp_path):
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=256).create()
-    try:
-        yield box
-    finally:
-        box.destroy()
 
 
 def ask(agent, box, method, path, body=b""):

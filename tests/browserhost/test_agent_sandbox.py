@@ -22,15 +22,6 @@ pytestmark = pytest.mark.skipif(bool(cannot_sandbox()), reason=f"this machine ca
 MIB = 1024 * 1024
 
 
-@pytest.fixture
-def box(tmp_path):
-    box = sandbox.Sandbox(tmp_path / "sessions" / "s1", sandbox_policy.SandboxPolicy(), memory_mb=256).create()
-    try:
-        yield box
-    finally:
-        box.destroy()
-
-
 def agent_python(box):
     """The host pid of the agent's Python, in the tenant cgroup."""
     return next(pid for pid in box.cgroup.tenant_pids()
