@@ -299,7 +299,7 @@ def test_a_folder_renamed_inside_a_recursive_watch_is_told_under_its_new_name(ag
 @pytest.fixture
 def few_folders(monkeypatch):
     """Watches made in this process, with a limit of 3 watched folders."""
-    monkeypatch.setattr(watches, "MAX_WATCHED_FOLDERS", 3)
+    monkeypatch.setattr("browserhost.agent.inotify.MAX_WATCHED_FOLDERS", 3)
     monkeypatch.setattr(watches, "WATCHES", watches.Watches())
     return watches.WATCHES
 
