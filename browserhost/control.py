@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 
-from browserhost import agents
+from browserhost import agent_forward
 from lantern_wire import control
 from lantern_wire.splice import splice, upgrade_request
 
@@ -57,7 +57,7 @@ BODIES = {"start": control.StartRequest, "clients": control.ClientChange, "compu
           "profile": control.ProfileLoad}
 # Routes to a running browser: 404 while it starts or stops (the others reach a session it hosts in any state).
 TO_A_BROWSER = {"endpoint", "devtools_json", "cdp"}
-# Routes that read their body themselves, of any size (browserhost/agents.py streams it on).
+# Routes that read their body themselves, of any size (browserhost/agent_forward.py streams it on).
 OWN_BODY = {"agent"}
 # Routes to a session that is not stopping (its agent's): 404 once it stops.
 TO_A_SESSION = {"agent"}
@@ -249,7 +249,7 @@ class ControlHandler(BaseHTTPRequestHandler):
     def on_agent(self, hosted, _, query, rest):
         # The path (werkzeug's routing leaves it escaped) and query as they came: the agent reads them as the app
         # wrote them.
-        agents.forward(self, hosted, rest, query)
+        agent_forward.forward(self, hosted, rest, query)
 
     def relay(self, hosted, target):
         """Hand the WebSocket handshake to Chromium (without Origin) and splice until either side ends."""

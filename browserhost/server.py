@@ -10,7 +10,7 @@ This module wires the host's rooms together and runs it: the registry of running
 (recordings.py), the heartbeat (heartbeat.py) and the extension archives (extension_cache.py).
 
 Plain threads (ControlServer, a ThreadingHTTPServer): a host is not a gunicorn worker; what one session's calls
-to its agent can hold of them is bounded (browserhost/agents.py). Each browser lives
+to its agent can hold of them is bounded (browserhost/agent_forward.py). Each browser lives
 in its own folder, <BROWSER_HOST_DIR>/<host name>/sessions/<id>/, which is also the
 registry: after a crash (`kill -9`), the next start kills the process groups recorded
 there and removes the folders, and its registration ends the sessions the app still gives it.

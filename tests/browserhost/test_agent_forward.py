@@ -1,4 +1,4 @@
-"""The host's forwarding of files and processes calls to a session's agent (browserhost/agents.py, control.py's
+"""The host's forwarding of files and processes calls to a session's agent (browserhost/agent_forward.py, control.py's
 ANY /sessions/{id}/agent/...), against a stand-in agent (fake_agent.py) started as the host starts the real one:
 lazily, on its listening socket as stdin. Bodies and answers of any size stream through without being held; the
 agent gets the headers that matter and the session's room; what is not forwarded gets a clear refusal."""
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from browserhost import agents, sandbox_policy
+from browserhost import agent_forward, agents, sandbox_policy
 from browserhost.registry import Hosted
 from browserhost.server import ControlServer
 from browserhost.unsandboxed import HostBox
@@ -290,8 +290,8 @@ def test_calls_at_once_start_one_agent_and_a_dead_agent_is_started_again(host):
 
 
 def test_the_request_head_escapes_nothing_and_a_line_break_in_a_header_is_refused(host):
-    head = agents.request_head("PUT", "fs/write_file", "path=%2Ftmp%2Fa", {"Content-Length": "9", "Accept": "*/*"},
-                               3, 12)
+    head = agent_forward.request_head("PUT", "fs/write_file", "path=%2Ftmp%2Fa",
+                                      {"Content-Length": "9", "Accept": "*/*"}, 3, 12)
     assert head == (b"PUT /fs/write_file?path=%2Ftmp%2Fa HTTP/1.1\r\nHost: agent\r\nAccept: */*\r\n"
                     b"Content-Length: 3\r\nX-Lantern-Room: 12\r\nConnection: close\r\n\r\n")
     with socket.create_connection(("127.0.0.1", host.port)) as raw:
@@ -371,7 +371,7 @@ def test_a_stopped_agent_and_callers_that_leave_leave_no_threads_behind(host):
 
 
 def test_an_agent_that_never_answers_a_call_is_502_after_the_head_deadline(host, monkeypatch):
-    monkeypatch.setattr(agents, "HEAD_SECONDS", 1.0)
+    monkeypatch.setattr(agent_forward, "HEAD_SECONDS", 1.0)
     started = time.monotonic()
     status, _, body = call(host, "GET", "fs/hang")
     assert status == 502 and json.loads(body)["code"] == "agent_no_answer"
